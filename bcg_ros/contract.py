@@ -1,0 +1,341 @@
+"""The deployment contract: what a policy sees, what its output means.
+
+Written once here and used by the trainer (in JAX), stored in the ONNX file's
+metadata, and read back by the evaluator and the executor (in NumPy). There
+is no second copy of it anywhere: the observation terms below take the array
+module as an argument so the same code runs in both.
+
+Observation layout: the terms in ``Contract.obs_terms`` order; a term with
+``history`` h contributes h frames, oldest first (as IsaacLab stacks history,
+per term). Each frame is ``clip(scale * value)``.
+
+Action: ``target = offset + scale * clip(action, -clip, clip)`` per joint, in
+the contract's joint order, then PD with the contract's kp and kd.
+"""
+
+import json
+from dataclasses import asdict, dataclass, field, fields
+from typing import Callable, Dict, Mapping, Optional, Sequence, Tuple
+
+import numpy as np
+
+from bcg_ros.robot import g1
+
+METADATA_KEY = 'bcg_ros.contract'
+"""ONNX metadata_props key under which the contract is stored as JSON."""
+CONTRACT_VERSION = 1
+REF_FUTURE = 3
+"""Reference frames in the observation: t+1 .. t+3."""
+
+
+class ContractError(ValueError):
+    """A contract that is malformed or does not fit the robot it is used with."""
+
+
+@dataclass(frozen=True)
+class RobotObs:
+    """What the robot measures at one control step, joints in contract order."""
+
+    quat: np.ndarray
+    """Base orientation (w, x, y, z), world frame."""
+    gyro: np.ndarray
+    """Base angular velocity in the base frame [rad/s]."""
+    joint_pos: np.ndarray
+    joint_vel: np.ndarray
+    last_action: np.ndarray
+    command: np.ndarray = field(default_factory=lambda: np.zeros(3))
+    """Velocity command (vx, vy, wz) for velocity-tracking policies."""
+
+
+@dataclass(frozen=True)
+class RefObs:
+    """Reference motion frames t+1 .. t+REF_FUTURE, joints in contract order."""
+
+    joint_pos: np.ndarray
+    """[REF_FUTURE, n_joints]"""
+    root_quat: np.ndarray
+    """[REF_FUTURE, 4] reference root orientation (w, x, y, z), world frame."""
+    root_height: np.ndarray
+    """[REF_FUTURE] reference root height [m]."""
+
+
+def quat_rotate_inverse(q, v, xp=np):
+    """Rotate vector(s) v by the inverse of unit quaternion(s) q (w, x, y, z)."""
+    w, u = q[..., :1], q[..., 1:]
+    t = 2.0 * xp.cross(u, v)
+    return v - w * t + xp.cross(u, t)
+
+
+def quat_mul(a, b, xp=np):
+    """Hamilton product of quaternions (w, x, y, z)."""
+    aw, ax, ay, az = (a[..., i] for i in range(4))
+    bw, bx, by, bz = (b[..., i] for i in range(4))
+    return xp.stack([aw * bw - ax * bx - ay * by - az * bz,
+                     aw * bx + ax * bw + ay * bz - az * by,
+                     aw * by - ax * bz + ay * bw + az * bx,
+                     aw * bz + ax * by - ay * bx + az * bw], axis=-1)
+
+
+def quat_conj(q, xp=np):
+    """Conjugate (inverse of a unit quaternion)."""
+    return q * xp.asarray([1.0, -1.0, -1.0, -1.0], dtype=q.dtype)
+
+
+def quat_to_6d(q, xp=np):
+    """First two columns of the rotation matrix of q: a continuous 6D rotation."""
+    w, x, y, z = (q[..., i] for i in range(4))
+    c0 = xp.stack([1 - 2 * (y * y + z * z), 2 * (x * y + w * z), 2 * (x * z - w * y)], -1)
+    c1 = xp.stack([2 * (x * y - w * z), 1 - 2 * (x * x + z * z), 2 * (y * z + w * x)], -1)
+    return xp.concatenate([c0, c1], axis=-1)
+
+
+# Observation terms: each takes (robot, ref, contract, xp) and returns one frame.
+
+def _base_ang_vel(robot, ref, c, xp):
+    """Angular velocity of the base in its own frame."""
+    return robot.gyro
+
+
+def _projected_gravity(robot, ref, c, xp):
+    """Unit gravity direction in the base frame."""
+    g = xp.asarray([0.0, 0.0, -1.0], dtype=robot.quat.dtype)
+    return quat_rotate_inverse(robot.quat, g, xp)
+
+
+def _joint_pos_rel(robot, ref, c, xp):
+    """Joint positions relative to the default pose."""
+    return robot.joint_pos - xp.asarray(c.default_pose, dtype=robot.joint_pos.dtype)
+
+
+def _joint_vel_rel(robot, ref, c, xp):
+    """Joint velocities."""
+    return robot.joint_vel
+
+
+def _last_action(robot, ref, c, xp):
+    """The previous raw policy output."""
+    return robot.last_action
+
+
+def _velocity_commands(robot, ref, c, xp):
+    """Commanded base velocity (vx, vy, wz)."""
+    return robot.command
+
+
+def _ref_joint_pos(robot, ref, c, xp):
+    """Reference joint positions at t+1..t+3, relative to the default pose."""
+    d = ref.joint_pos - xp.asarray(c.default_pose, dtype=ref.joint_pos.dtype)
+    return xp.reshape(d, (-1,))
+
+
+def _ref_root_rot(robot, ref, c, xp):
+    """Reference root orientation at t+1..t+3 relative to the robot's base, as 6D."""
+    rel = quat_mul(quat_conj(robot.quat, xp)[None, :], ref.root_quat, xp)
+    return xp.reshape(quat_to_6d(rel, xp), (-1,))
+
+
+def _ref_root_height(robot, ref, c, xp):
+    """Reference root height at t+1..t+3."""
+    return ref.root_height
+
+
+_NJ = g1.NUM_JOINTS
+TERMS: Dict[str, Tuple[Callable, Callable[[int], int]]] = {
+    'base_ang_vel': (_base_ang_vel, lambda nj: 3),
+    'projected_gravity': (_projected_gravity, lambda nj: 3),
+    'joint_pos_rel': (_joint_pos_rel, lambda nj: nj),
+    'joint_vel_rel': (_joint_vel_rel, lambda nj: nj),
+    'last_action': (_last_action, lambda nj: nj),
+    'velocity_commands': (_velocity_commands, lambda nj: 3),
+    'ref_joint_pos': (_ref_joint_pos, lambda nj: REF_FUTURE * nj),
+    'ref_root_rot': (_ref_root_rot, lambda nj: REF_FUTURE * 6),
+    'ref_root_height': (_ref_root_height, lambda nj: REF_FUTURE),
+}
+"""Known observation terms: name -> (function, frame size given the joint count)."""
+REFERENCE_TERMS = ('ref_joint_pos', 'ref_root_rot', 'ref_root_height')
+
+
+@dataclass(frozen=True)
+class ObsTerm:
+    """One observation term as it appears in the policy input."""
+
+    name: str
+    size: int
+    """Size of one frame."""
+    history: int = 1
+    """Frames stacked, oldest first."""
+    scale: float = 1.0
+    clip: Optional[float] = None
+
+
+IMITATION_TERMS: Tuple[ObsTerm, ...] = (
+    ObsTerm('base_ang_vel', 3, scale=0.25),
+    ObsTerm('projected_gravity', 3),
+    ObsTerm('joint_pos_rel', _NJ),
+    ObsTerm('joint_vel_rel', _NJ, scale=0.05),
+    ObsTerm('last_action', _NJ),
+    ObsTerm('ref_joint_pos', REF_FUTURE * _NJ),
+    ObsTerm('ref_root_rot', REF_FUTURE * 6),
+    ObsTerm('ref_root_height', REF_FUTURE),
+)
+"""The observation of the project's imitation policies (robot state + reference t+1..t+3)."""
+
+
+@dataclass(frozen=True)
+class Contract:
+    """Everything a deploying side must know to run a policy."""
+
+    joint_names: Tuple[str, ...]
+    """Policy joint order (names as in :mod:`bcg_ros.robot.g1`)."""
+    default_pose: Tuple[float, ...]
+    kp: Tuple[float, ...]
+    kd: Tuple[float, ...]
+    action_scale: Tuple[float, ...]
+    action_offset: Tuple[float, ...]
+    action_clip: Optional[float]
+    obs_terms: Tuple[ObsTerm, ...]
+    control_dt: float
+    motion_name: str = ''
+    motion_frames: int = 0
+    """Length of the reference motion in control steps (0: no reference)."""
+    version: int = CONTRACT_VERSION
+
+    def __post_init__(self):
+        """Check that every per-joint field has one value per joint."""
+        n = len(self.joint_names)
+        for name in ('default_pose', 'kp', 'kd', 'action_scale', 'action_offset'):
+            if len(getattr(self, name)) != n:
+                raise ContractError(f'contract field {name!r} has {len(getattr(self, name))} '
+                                    f'values, joint_names has {n}')
+        for t in self.obs_terms:
+            if t.name in TERMS and TERMS[t.name][1](n) != t.size:
+                raise ContractError(f'observation term {t.name!r}: size {t.size}, expected '
+                                    f'{TERMS[t.name][1](n)} for {n} joints')
+        if not self.control_dt > 0:
+            raise ContractError(f'contract field control_dt must be > 0, got {self.control_dt}')
+
+    @property
+    def num_joints(self) -> int:
+        """Number of joints the policy drives."""
+        return len(self.joint_names)
+
+    @property
+    def obs_size(self) -> int:
+        """Length of the policy input vector."""
+        return sum(t.size * t.history for t in self.obs_terms)
+
+    @property
+    def uses_reference(self) -> bool:
+        """Whether the observation contains reference-motion terms."""
+        return any(t.name in REFERENCE_TERMS for t in self.obs_terms)
+
+    def action_to_targets(self, action, xp=np):
+        """Joint position targets (contract joint order) from a raw policy output."""
+        a = action
+        if self.action_clip is not None:
+            a = xp.clip(a, -self.action_clip, self.action_clip)
+        return (xp.asarray(self.action_offset, dtype=a.dtype)
+                + xp.asarray(self.action_scale, dtype=a.dtype) * a)
+
+    def to_metadata(self) -> Dict[str, str]:
+        """ONNX metadata_props entries carrying this contract."""
+        d = asdict(self)
+        return {METADATA_KEY: json.dumps(d, sort_keys=True),
+                'joint_names': ','.join(self.joint_names),
+                'control_dt': repr(self.control_dt),
+                'obs_size': str(self.obs_size)}
+
+    @classmethod
+    def from_dict(cls, d: Mapping, source: str = '<contract>') -> 'Contract':
+        """Build a contract from its JSON form; errors name ``source`` and the field."""
+        known = {f.name for f in fields(cls)}
+        unknown = set(d) - known
+        if unknown:
+            raise ContractError(f'{source}: unknown contract field(s) {sorted(unknown)}')
+        required = {'joint_names', 'default_pose', 'kp', 'kd', 'action_scale',
+                    'action_offset', 'action_clip', 'obs_terms', 'control_dt'}
+        missing = required - set(d)
+        if missing:
+            raise ContractError(f'{source}: contract field(s) {sorted(missing)} missing')
+        if d.get('version', CONTRACT_VERSION) > CONTRACT_VERSION:
+            raise ContractError(f'{source}: contract version {d["version"]} is newer than '
+                                f'this bcg_ros understands ({CONTRACT_VERSION})')
+        kw = dict(d)
+        try:
+            kw['obs_terms'] = tuple(ObsTerm(**t) for t in d['obs_terms'])
+        except TypeError as exc:
+            raise ContractError(f'{source}: field obs_terms: {exc}') from exc
+        for name in ('joint_names', 'default_pose', 'kp', 'kd', 'action_scale',
+                     'action_offset'):
+            kw[name] = tuple(d[name])
+        try:
+            return cls(**kw)
+        except ContractError as exc:
+            raise ContractError(f'{source}: {exc}') from exc
+
+    @classmethod
+    def from_metadata(cls, meta: Mapping[str, str], source: str = '<onnx>') -> 'Contract':
+        """Read a contract back from ONNX metadata_props."""
+        if METADATA_KEY not in meta:
+            raise ContractError(f'{source}: no {METADATA_KEY!r} entry in the ONNX metadata '
+                                f'(keys: {sorted(meta)})')
+        try:
+            d = json.loads(meta[METADATA_KEY])
+        except json.JSONDecodeError as exc:
+            raise ContractError(f'{source}: {METADATA_KEY!r} is not valid JSON: {exc}') from exc
+        return cls.from_dict(d, source)
+
+    def check_robot(self, joint_names: Sequence[str] = g1.JOINT_NAMES,
+                    control_dt: float = g1.CONTROL_DT, source: str = '<policy>'):
+        """Raise naming the field if this contract does not fit the robot."""
+        unknown = [n for n in self.joint_names if n not in joint_names]
+        if unknown:
+            raise ContractError(f'{source}: field joint_names: {unknown} not joints of the '
+                                f'robot ({len(joint_names)} joints)')
+        if abs(self.control_dt - control_dt) > 1e-9:
+            raise ContractError(f'{source}: field control_dt: policy {self.control_dt} s, '
+                                f'robot {control_dt} s')
+        for t in self.obs_terms:
+            if t.name not in TERMS:
+                raise ContractError(f'{source}: field obs_terms: unknown term {t.name!r} '
+                                    f'(known: {sorted(TERMS)})')
+
+
+def imitation_contract(motion_name: str = '', motion_frames: int = 0,
+                       action_scale: float = 0.25) -> Contract:
+    """The contract of the project's own imitation policies on the G1."""
+    return Contract(joint_names=g1.JOINT_NAMES, default_pose=g1.DEFAULT_POSE,
+                    kp=g1.DEFAULT_KP, kd=g1.DEFAULT_KD,
+                    action_scale=(action_scale,) * g1.NUM_JOINTS,
+                    action_offset=g1.DEFAULT_POSE, action_clip=None,
+                    obs_terms=IMITATION_TERMS, control_dt=g1.CONTROL_DT,
+                    motion_name=motion_name, motion_frames=motion_frames)
+
+
+def observation_frame(contract: Contract, robot: RobotObs, ref: Optional[RefObs], xp=np):
+    """Per-term frames (scaled and clipped) for one step: a tuple in term order."""
+    out = []
+    for t in contract.obs_terms:
+        fn = TERMS[t.name][0]
+        if t.name in REFERENCE_TERMS and ref is None:
+            raise ContractError(f'observation term {t.name!r} needs a reference motion')
+        v = fn(robot, ref, contract, xp) * t.scale
+        if t.clip is not None:
+            v = xp.clip(v, -t.clip, t.clip)
+        out.append(v)
+    return tuple(out)
+
+
+def init_history(contract: Contract, frame, xp=np):
+    """A history buffer filled with copies of ``frame`` (as at an episode start)."""
+    return tuple(xp.stack([f] * t.history) for t, f in zip(contract.obs_terms, frame))
+
+
+def push_history(history, frame, xp=np):
+    """Drop the oldest frame of each term and append the new one."""
+    return tuple(xp.concatenate([h[1:], f[None]], axis=0) for h, f in zip(history, frame))
+
+
+def flatten(history, xp=np):
+    """The policy input vector from a history buffer (terms in order, oldest first)."""
+    return xp.concatenate([xp.reshape(h, (-1,)) for h in history])
