@@ -1,0 +1,1 @@
+"""Benchmarks: scripts that print figures, each ending in a ``name: value`` line."""

@@ -1,0 +1,47 @@
+"""``bcg-bench <name> [--quick]``: run one benchmark; its last line is ``name: value``.
+
+Each benchmark is a module ``bcg_ros.bench.<name>`` with ``add_arguments(parser)``
+and ``run(args) -> int``, listed in BENCHMARKS.
+"""
+
+import argparse
+import importlib
+import sys
+
+BENCHMARKS = {
+    'variance': 'Gradient variance with and without BCG at k = 50, 100, 300 (Fig. 3).',
+    'throughput': 'Forward+backward env-substeps/s: plain, BCG, and MJX with its contacts.',
+    'evaluator': 'MuJoCo sim2sim evaluator: simulated seconds per wall second.',
+    'executor': 'policy_node /lowstate-to-/lowcmd latency and 500 Hz period error over DDS.',
+    'estimator': 'state_bridge_node estimator against g1_sim_node ground truth.',
+}
+
+
+def available():
+    """Benchmarks whose module is installed, name -> module."""
+    found = {}
+    for name in BENCHMARKS:
+        try:
+            found[name] = importlib.import_module(f'bcg_ros.bench.{name}')
+        except ModuleNotFoundError as exc:
+            if exc.name != f'bcg_ros.bench.{name}':
+                raise
+    return found
+
+
+def main(argv=None) -> int:
+    """Parse the benchmark name and its options, and run it."""
+    mods = available()
+    parser = argparse.ArgumentParser(prog='bcg-bench', description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest='name', required=True)
+    for name, mod in mods.items():
+        p = sub.add_parser(name, help=BENCHMARKS[name], description=BENCHMARKS[name])
+        p.add_argument('--quick', action='store_true',
+                       help='reduced version, same last line')
+        mod.add_arguments(p)
+    args = parser.parse_args(argv)
+    return int(mods[args.name].run(args) or 0)
+
+
+if __name__ == '__main__':
+    sys.exit(main())

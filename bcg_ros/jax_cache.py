@@ -1,0 +1,22 @@
+"""Turn on JAX's persistent compilation cache (G1 compiles take minutes on a CPU)."""
+
+import os
+import pathlib
+
+
+def cache_dir() -> pathlib.Path:
+    """Where compiled executables are kept: $BCG_ROS_CACHE/jax, default ~/.cache/bcg_ros/jax."""
+    root = os.environ.get('BCG_ROS_CACHE', str(pathlib.Path.home() / '.cache' / 'bcg_ros'))
+    return pathlib.Path(root) / 'jax'
+
+
+def enable_compilation_cache() -> pathlib.Path:
+    """Point JAX at the persistent cache and cache every compile that takes over 1 s."""
+    import jax
+
+    path = cache_dir()
+    path.mkdir(parents=True, exist_ok=True)
+    jax.config.update('jax_compilation_cache_dir', str(path))
+    jax.config.update('jax_persistent_cache_min_compile_time_secs', 1.0)
+    jax.config.update('jax_persistent_cache_min_entry_size_bytes', -1)
+    return path
