@@ -1,0 +1,1 @@
+"""Pure JAX science: differentiable simulation, contact, BCG, SHAC, ADD. No ROS imports."""

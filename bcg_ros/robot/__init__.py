@@ -1,0 +1,1 @@
+"""The Unitree G1: its description, its wire protocol."""

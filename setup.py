@@ -1,0 +1,34 @@
+"""ament_python package bcg_ros."""
+
+import glob
+
+from setuptools import find_packages, setup
+
+PACKAGE = 'bcg_ros'
+
+# name = module:function. An executable is listed once a module implements it.
+CONSOLE_SCRIPTS = [
+    'bcg-bench = bcg_ros.bench.cli:main',
+]
+
+setup(
+    name=PACKAGE,
+    version='0.1.0',
+    packages=find_packages(exclude=['test']),
+    package_data={PACKAGE: ['models/*.xml', 'motions/*.npz', 'motions/*.csv']},
+    data_files=[
+        ('share/ament_index/resource_index/packages', ['resource/' + PACKAGE]),
+        ('share/' + PACKAGE, ['package.xml']),
+        ('share/' + PACKAGE + '/launch', glob.glob('launch/*.launch.py')),
+        ('share/' + PACKAGE + '/config', glob.glob('config/*.yaml') + glob.glob('config/*.rviz')),
+        ('share/' + PACKAGE + '/urdf', glob.glob('urdf/*.urdf')),
+    ],
+    install_requires=['setuptools'],
+    zip_safe=False,
+    maintainer='bcg_ros maintainers',
+    maintainer_email='bcg-ros@users.noreply.github.com',
+    description='Bundled Contact Gradients for training and deploying Unitree G1 policies.',
+    license='Apache-2.0',
+    tests_require=['pytest'],
+    entry_points={'console_scripts': CONSOLE_SCRIPTS},
+)
