@@ -1,4 +1,5 @@
-"""The deployment contract: what a policy sees, what its output means.
+"""
+The deployment contract: what a policy sees, what its output means.
 
 Written once here and used by the trainer (in JAX), stored in the ONNX file's
 metadata, and read back by the evaluator and the executor (in NumPy). There
@@ -67,7 +68,7 @@ def quat_rotate_inverse(q, v, xp=np):
 
 
 def quat_mul(a, b, xp=np):
-    """Hamilton product of quaternions (w, x, y, z)."""
+    """Return the Hamilton product of quaternions (w, x, y, z)."""
     aw, ax, ay, az = (a[..., i] for i in range(4))
     bw, bx, by, bz = (b[..., i] for i in range(4))
     return xp.stack([aw * bw - ax * bx - ay * by - az * bz,
@@ -77,12 +78,12 @@ def quat_mul(a, b, xp=np):
 
 
 def quat_conj(q, xp=np):
-    """Conjugate (inverse of a unit quaternion)."""
+    """Return the conjugate (the inverse of a unit quaternion)."""
     return q * xp.asarray([1.0, -1.0, -1.0, -1.0], dtype=q.dtype)
 
 
 def quat_to_6d(q, xp=np):
-    """First two columns of the rotation matrix of q: a continuous 6D rotation."""
+    """Return the first two rotation-matrix columns of q: a continuous 6D rotation."""
     w, x, y, z = (q[..., i] for i in range(4))
     c0 = xp.stack([1 - 2 * (y * y + z * z), 2 * (x * y + w * z), 2 * (x * z - w * y)], -1)
     c1 = xp.stack([2 * (x * y - w * z), 1 - 2 * (x * x + z * z), 2 * (y * z + w * x)], -1)
@@ -92,50 +93,50 @@ def quat_to_6d(q, xp=np):
 # Observation terms: each takes (robot, ref, contract, xp) and returns one frame.
 
 def _base_ang_vel(robot, ref, c, xp):
-    """Angular velocity of the base in its own frame."""
+    """Return the angular velocity of the base in its own frame."""
     return robot.gyro
 
 
 def _projected_gravity(robot, ref, c, xp):
-    """Unit gravity direction in the base frame."""
+    """Return the unit gravity direction in the base frame."""
     g = xp.asarray([0.0, 0.0, -1.0], dtype=robot.quat.dtype)
     return quat_rotate_inverse(robot.quat, g, xp)
 
 
 def _joint_pos_rel(robot, ref, c, xp):
-    """Joint positions relative to the default pose."""
+    """Return joint positions relative to the default pose."""
     return robot.joint_pos - xp.asarray(c.default_pose, dtype=robot.joint_pos.dtype)
 
 
 def _joint_vel_rel(robot, ref, c, xp):
-    """Joint velocities."""
+    """Return joint velocities."""
     return robot.joint_vel
 
 
 def _last_action(robot, ref, c, xp):
-    """The previous raw policy output."""
+    """Return the previous raw policy output."""
     return robot.last_action
 
 
 def _velocity_commands(robot, ref, c, xp):
-    """Commanded base velocity (vx, vy, wz)."""
+    """Return the commanded base velocity (vx, vy, wz)."""
     return robot.command
 
 
 def _ref_joint_pos(robot, ref, c, xp):
-    """Reference joint positions at t+1..t+3, relative to the default pose."""
+    """Return reference joint positions at t+1..t+3, relative to the default pose."""
     d = ref.joint_pos - xp.asarray(c.default_pose, dtype=ref.joint_pos.dtype)
     return xp.reshape(d, (-1,))
 
 
 def _ref_root_rot(robot, ref, c, xp):
-    """Reference root orientation at t+1..t+3 relative to the robot's base, as 6D."""
+    """Return the reference root rotation at t+1..t+3 relative to the base, as 6D."""
     rel = quat_mul(quat_conj(robot.quat, xp)[None, :], ref.root_quat, xp)
     return xp.reshape(quat_to_6d(rel, xp), (-1,))
 
 
 def _ref_root_height(robot, ref, c, xp):
-    """Reference root height at t+1..t+3."""
+    """Return the reference root height at t+1..t+3."""
     return ref.root_height
 
 
@@ -216,21 +217,21 @@ class Contract:
 
     @property
     def num_joints(self) -> int:
-        """Number of joints the policy drives."""
+        """Return the number of joints the policy drives."""
         return len(self.joint_names)
 
     @property
     def obs_size(self) -> int:
-        """Length of the policy input vector."""
+        """Return the length of the policy input vector."""
         return sum(t.size * t.history for t in self.obs_terms)
 
     @property
     def uses_reference(self) -> bool:
-        """Whether the observation contains reference-motion terms."""
+        """Return whether the observation contains reference-motion terms."""
         return any(t.name in REFERENCE_TERMS for t in self.obs_terms)
 
     def action_to_targets(self, action, xp=np):
-        """Joint position targets (contract joint order) from a raw policy output."""
+        """Map a raw policy output to joint position targets (contract joint order)."""
         a = action
         if self.action_clip is not None:
             a = xp.clip(a, -self.action_clip, self.action_clip)
@@ -238,7 +239,7 @@ class Contract:
                 + xp.asarray(self.action_scale, dtype=a.dtype) * a)
 
     def to_metadata(self) -> Dict[str, str]:
-        """ONNX metadata_props entries carrying this contract."""
+        """Return the ONNX metadata_props entries carrying this contract."""
         d = asdict(self)
         return {METADATA_KEY: json.dumps(d, sort_keys=True),
                 'joint_names': ','.join(self.joint_names),
@@ -303,7 +304,7 @@ class Contract:
 
 def imitation_contract(motion_name: str = '', motion_frames: int = 0,
                        action_scale: float = 0.25) -> Contract:
-    """The contract of the project's own imitation policies on the G1."""
+    """Return the contract of the project's own imitation policies on the G1."""
     return Contract(joint_names=g1.JOINT_NAMES, default_pose=g1.DEFAULT_POSE,
                     kp=g1.DEFAULT_KP, kd=g1.DEFAULT_KD,
                     action_scale=(action_scale,) * g1.NUM_JOINTS,
@@ -313,7 +314,7 @@ def imitation_contract(motion_name: str = '', motion_frames: int = 0,
 
 
 def observation_frame(contract: Contract, robot: RobotObs, ref: Optional[RefObs], xp=np):
-    """Per-term frames (scaled and clipped) for one step: a tuple in term order."""
+    """Return per-term frames (scaled and clipped) for one step, in term order."""
     out = []
     for t in contract.obs_terms:
         fn = TERMS[t.name][0]
@@ -327,7 +328,7 @@ def observation_frame(contract: Contract, robot: RobotObs, ref: Optional[RefObs]
 
 
 def init_history(contract: Contract, frame, xp=np):
-    """A history buffer filled with copies of ``frame`` (as at an episode start)."""
+    """Return a history buffer filled with copies of ``frame`` (episode start)."""
     return tuple(xp.stack([f] * t.history) for t, f in zip(contract.obs_terms, frame))
 
 
@@ -337,5 +338,5 @@ def push_history(history, frame, xp=np):
 
 
 def flatten(history, xp=np):
-    """The policy input vector from a history buffer (terms in order, oldest first)."""
+    """Return the policy input vector of a history buffer (oldest frame first)."""
     return xp.concatenate([xp.reshape(h, (-1,)) for h in history])

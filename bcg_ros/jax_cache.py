@@ -5,7 +5,7 @@ import pathlib
 
 
 def cache_dir() -> pathlib.Path:
-    """Where compiled executables are kept: $BCG_ROS_CACHE/jax, default ~/.cache/bcg_ros/jax."""
+    """Return the cache folder: $BCG_ROS_CACHE/jax, default ~/.cache/bcg_ros/jax."""
     root = os.environ.get('BCG_ROS_CACHE', str(pathlib.Path.home() / '.cache' / 'bcg_ros'))
     return pathlib.Path(root) / 'jax'
 

@@ -1,4 +1,5 @@
-"""``bcg-bench <name> [--quick]``: run one benchmark; its last line is ``name: value``.
+"""
+``bcg-bench <name> [--quick]``: run one benchmark; its last line is ``name: value``.
 
 Each benchmark is a module ``bcg_ros.bench.<name>`` with ``add_arguments(parser)``
 and ``run(args) -> int``, listed in BENCHMARKS.
@@ -18,7 +19,7 @@ BENCHMARKS = {
 
 
 def available():
-    """Benchmarks whose module is installed, name -> module."""
+    """Return the benchmarks whose module is installed, name -> module."""
     found = {}
     for name in BENCHMARKS:
         try:

@@ -1,4 +1,5 @@
-"""Generate the G1 MJCF and URDF from :mod:`bcg_ros.robot.g1`.
+"""
+Generate the G1 MJCF and URDF from :mod:`bcg_ros.robot.g1`.
 
 The MJCF (``bcg_ros/models/g1_29dof.xml``) is the model the trainer and the
 evaluator load by default: the official kinematics and inertias, collision
@@ -46,7 +47,7 @@ def _children() -> Dict[str, List[g1.Body]]:
 
 
 def _visuals(b: g1.Body, kids: Sequence[g1.Body]):
-    """Primitive visual shapes of a body: (type, params) in the body frame."""
+    """Return the primitive visual shapes of a body: (type, params) in the body frame."""
     shapes = []
     if b.name == 'pelvis':
         shapes.append(('box', (0.0, 0.0, -0.07), (0.05, 0.09, 0.06)))
@@ -86,7 +87,7 @@ def quat_to_rpy(q) -> tuple:
 
 
 def inertia_tensor(b: g1.Body) -> np.ndarray:
-    """Full inertia tensor of a body about its centre of mass, in the body frame."""
+    """Return the full inertia tensor of a body about its centre of mass, in the body frame."""
     r = _quat_to_matrix(b.iquat)
     return r @ np.diag(b.inertia) @ r.T
 
@@ -183,7 +184,7 @@ def mjcf_string(stand_height: float = None) -> str:
 
 
 def _standing_height() -> float:
-    """Root height at which the lowest foot sphere touches the ground in the default pose."""
+    """Return the root height at which the default pose puts the feet on the ground."""
     import mujoco
 
     model = mujoco.MjModel.from_xml_string(mjcf_string(stand_height=g1.BODIES[0].pos[2]))
@@ -242,7 +243,7 @@ def urdf_string() -> str:
                       f'    <origin xyz="{_v(pos)}" rpy="0 0 0"/>',
                       f'    <parent link="{link}"/>', f'    <child link="{name}"/>',
                       '  </joint>']
-    lines += [f'  <link name="imu_link"/>', '  <joint name="imu_fixed" type="fixed">',
+    lines += ['  <link name="imu_link"/>', '  <joint name="imu_fixed" type="fixed">',
               f'    <origin xyz="{_v(g1.IMU_POS)}" rpy="0 0 0"/>',
               f'    <parent link="{g1.ROOT_BODY}"/>', '    <child link="imu_link"/>',
               '  </joint>']

@@ -1,4 +1,5 @@
-"""Unitree G1 29-DoF: the one source of truth for the robot.
+"""
+Unitree G1 29-DoF: the one source of truth for the robot.
 
 Everything that knows about the G1 (the MJCF the trainer and the evaluator
 load, the URDF robot_state_publisher and rviz show, the executor's joint

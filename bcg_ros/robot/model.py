@@ -1,4 +1,5 @@
-"""Load a G1 MuJoCo model: the project's by default, or any G1 MJCF a user gives.
+"""
+Load a G1 MuJoCo model: the project's by default, or any G1 MJCF a user gives.
 
 The loader checks that the model is a 29-DoF G1 (the joints of
 :mod:`bcg_ros.robot.g1`, by name) and maps them to ids once, outside any jit.
@@ -36,7 +37,7 @@ class G1Model:
     foot_bodies: Tuple[int, int]
 
     def standing_qpos(self) -> np.ndarray:
-        """Default pose with the feet on the ground (the model's 'stand' key if it has one)."""
+        """Return the default pose with the feet on the ground (the 'stand' key if any)."""
         key = mujoco.mj_name2id(self.model, mujoco.mjtObj.mjOBJ_KEY, 'stand')
         if key >= 0:
             return self.model.key_qpos[key].copy()
