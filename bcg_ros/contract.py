@@ -16,7 +16,7 @@ the contract's joint order, then PD with the contract's kp and kd.
 
 import json
 from dataclasses import asdict, dataclass, field, fields
-from typing import Callable, Dict, Mapping, Optional, Sequence, Tuple
+from typing import Callable, Dict, Mapping, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -165,8 +165,12 @@ class ObsTerm:
     """Size of one frame."""
     history: int = 1
     """Frames stacked, oldest first."""
-    scale: float = 1.0
-    clip: Optional[float] = None
+    scale: Union[float, Tuple[float, ...]] = 1.0
+    """One factor, or one per element of a frame (as IsaacLab's deploy.yaml writes it)."""
+    clip: Union[None, float, Tuple[float, float]] = None
+    """Symmetric bound, or (low, high)."""
+    clip_first: bool = False
+    """Clip the raw term before scaling it (IsaacLab's order); default scale, then clip."""
 
 
 IMITATION_TERMS: Tuple[ObsTerm, ...] = (
@@ -200,6 +204,8 @@ class Contract:
     motion_frames: int = 0
     """Length of the reference motion in control steps (0: no reference)."""
     version: int = CONTRACT_VERSION
+    target_clip: Optional[Tuple[Tuple[float, float], ...]] = None
+    """Per-joint (low, high) bounds on the joint targets, after scale and offset."""
 
     def __post_init__(self):
         """Check that every per-joint field has one value per joint."""
@@ -208,10 +214,16 @@ class Contract:
             if len(getattr(self, name)) != n:
                 raise ContractError(f'contract field {name!r} has {len(getattr(self, name))} '
                                     f'values, joint_names has {n}')
+        if self.target_clip is not None and len(self.target_clip) != n:
+            raise ContractError(f'contract field target_clip has {len(self.target_clip)} '
+                                f'bounds, joint_names has {n}')
         for t in self.obs_terms:
             if t.name in TERMS and TERMS[t.name][1](n) != t.size:
                 raise ContractError(f'observation term {t.name!r}: size {t.size}, expected '
                                     f'{TERMS[t.name][1](n)} for {n} joints')
+            if not isinstance(t.scale, (int, float)) and len(t.scale) != t.size:
+                raise ContractError(f'observation term {t.name!r}: scale has '
+                                    f'{len(t.scale)} values, the term has {t.size}')
         if not self.control_dt > 0:
             raise ContractError(f'contract field control_dt must be > 0, got {self.control_dt}')
 
@@ -235,8 +247,12 @@ class Contract:
         a = action
         if self.action_clip is not None:
             a = xp.clip(a, -self.action_clip, self.action_clip)
-        return (xp.asarray(self.action_offset, dtype=a.dtype)
-                + xp.asarray(self.action_scale, dtype=a.dtype) * a)
+        q = (xp.asarray(self.action_offset, dtype=a.dtype)
+             + xp.asarray(self.action_scale, dtype=a.dtype) * a)
+        if self.target_clip is not None:
+            bounds = xp.asarray(self.target_clip, dtype=a.dtype)
+            q = xp.clip(q, bounds[:, 0], bounds[:, 1])
+        return q
 
     def to_metadata(self) -> Dict[str, str]:
         """Return the ONNX metadata_props entries carrying this contract."""
@@ -263,12 +279,14 @@ class Contract:
                                 f'this bcg_ros understands ({CONTRACT_VERSION})')
         kw = dict(d)
         try:
-            kw['obs_terms'] = tuple(ObsTerm(**t) for t in d['obs_terms'])
+            kw['obs_terms'] = tuple(ObsTerm(**_tuples(t)) for t in d['obs_terms'])
         except TypeError as exc:
             raise ContractError(f'{source}: field obs_terms: {exc}') from exc
         for name in ('joint_names', 'default_pose', 'kp', 'kd', 'action_scale',
                      'action_offset'):
             kw[name] = tuple(d[name])
+        if d.get('target_clip') is not None:
+            kw['target_clip'] = tuple(tuple(b) for b in d['target_clip'])
         try:
             return cls(**kw)
         except ContractError as exc:
@@ -302,6 +320,11 @@ class Contract:
                                     f'(known: {sorted(TERMS)})')
 
 
+def _tuples(term: Mapping) -> Dict:
+    """JSON lists of an observation term back to tuples (the dataclass is frozen)."""
+    return {k: tuple(v) if isinstance(v, list) else v for k, v in term.items()}
+
+
 def imitation_contract(motion_name: str = '', motion_frames: int = 0,
                        action_scale: float = 0.25) -> Contract:
     """Return the contract of the project's own imitation policies on the G1."""
@@ -320,9 +343,13 @@ def observation_frame(contract: Contract, robot: RobotObs, ref: Optional[RefObs]
         fn = TERMS[t.name][0]
         if t.name in REFERENCE_TERMS and ref is None:
             raise ContractError(f'observation term {t.name!r} needs a reference motion')
-        v = fn(robot, ref, contract, xp) * t.scale
+        v = fn(robot, ref, contract, xp)
+        scale = t.scale if isinstance(t.scale, (int, float)) else xp.asarray(t.scale)
         if t.clip is not None:
-            v = xp.clip(v, -t.clip, t.clip)
+            lo, hi = ((-t.clip, t.clip) if isinstance(t.clip, (int, float)) else t.clip)
+            v = xp.clip(v, lo, hi) * scale if t.clip_first else xp.clip(v * scale, lo, hi)
+        else:
+            v = v * scale
         out.append(v)
     return tuple(out)
 
