@@ -1,0 +1,324 @@
+"""The G1's low-level interface as arrays: LowState in, LowCmd out, the wireless remote.
+
+Pure NumPy, no ROS: the executor, the simulator node and the tests share it.
+Everything here is in motor order (LowCmd/LowState slots 0..34); the maps
+between a policy's joint order and the motor slots go by joint name.
+
+The unitree_hg message objects are only touched by :func:`read_lowstate`,
+:func:`fill_lowcmd` and :func:`read_lowcmd`, which copy between them and the
+arrays; any object with the same attributes works, so the tests can use the
+real messages or stand-ins.
+"""
+
+import struct
+from dataclasses import dataclass
+from typing import Iterable, Optional, Sequence
+
+import numpy as np
+
+from bcg_ros.robot import crc, g1
+
+NUM_SLOTS = g1.NUM_MOTOR_SLOTS
+NUM_JOINTS = g1.NUM_JOINTS
+MOTOR_ENABLE = 1
+"""MotorCmd.mode of a driven motor (0 leaves it unpowered)."""
+
+# Wireless remote layout in LowState.wireless_remote (40 bytes, little-endian):
+# 2 header bytes, a 16-bit button bitfield, then float32 lx, rx, ry, L2 (analog
+# trigger, unused here), ly; the rest is reserved.
+REMOTE_SIZE = 40
+BUTTONS = ('R1', 'L1', 'start', 'select', 'R2', 'L2', 'F1', 'F2',
+           'A', 'B', 'X', 'Y', 'up', 'right', 'down', 'left')
+"""Remote buttons by bit, bit 0 first."""
+_REMOTE_STRUCT = struct.Struct('<2xH5f')
+
+
+class CommandError(ValueError):
+    """A joint name, button or array that does not fit the G1's interface."""
+
+
+# --- joint order -----------------------------------------------------------
+
+def motor_slots(joint_names: Sequence[str]) -> np.ndarray:
+    """Motor slot of each named joint, in the given order; raises naming an unknown joint."""
+    slots = []
+    for name in joint_names:
+        if name not in g1.JOINT_NAMES:
+            raise CommandError(f'joint {name!r} is not a G1 joint; joints: {list(g1.JOINT_NAMES)}')
+        slots.append(g1.JOINT_NAMES.index(name))
+    if len(set(slots)) != len(slots):
+        raise CommandError(f'joint names repeat: {list(joint_names)}')
+    return np.asarray(slots, dtype=np.int64)
+
+
+def to_policy_order(motor_values: np.ndarray, slots: np.ndarray) -> np.ndarray:
+    """Values in motor order (29 or 35 slots) -> the order given by ``slots``."""
+    return np.asarray(motor_values)[slots]
+
+
+def to_motor_order(policy_values: np.ndarray, slots: np.ndarray,
+                   fill: Sequence[float]) -> np.ndarray:
+    """Values in policy order -> 29 motor-order values, ``fill`` where the policy has none."""
+    out = np.array(fill, dtype=np.float64, copy=True)
+    out[slots] = policy_values
+    return out
+
+
+# --- LowState --------------------------------------------------------------
+
+@dataclass(frozen=True)
+class LowStateSample:
+    """One LowState as arrays, with the time it arrived."""
+
+    stamp: float
+    """Arrival time [s] on the receiver's monotonic clock."""
+    tick: int
+    """Robot time [ms], uint32."""
+    mode_machine: int
+    mode_pr: int
+    q: np.ndarray
+    """[35] joint positions [rad], motor order."""
+    dq: np.ndarray
+    """[35] joint velocities [rad/s]."""
+    tau: np.ndarray
+    """[35] estimated joint torques [N m]."""
+    quat: np.ndarray
+    """[4] pelvis IMU orientation (w, x, y, z)."""
+    gyro: np.ndarray
+    """[3] pelvis angular velocity, body frame [rad/s]."""
+    acc: np.ndarray
+    """[3] pelvis specific force, body frame [m/s^2]."""
+    remote: bytes
+    """The 40 raw bytes of wireless_remote."""
+
+
+def read_lowstate(msg, stamp: float) -> LowStateSample:
+    """Copy a unitree_hg LowState into a :class:`LowStateSample`."""
+    motors = msg.motor_state
+    imu = msg.imu_state
+    return LowStateSample(
+        stamp=float(stamp), tick=int(msg.tick), mode_machine=int(msg.mode_machine),
+        mode_pr=int(msg.mode_pr),
+        q=np.array([m.q for m in motors], dtype=np.float64),
+        dq=np.array([m.dq for m in motors], dtype=np.float64),
+        tau=np.array([m.tau_est for m in motors], dtype=np.float64),
+        quat=np.array(imu.quaternion, dtype=np.float64),
+        gyro=np.array(imu.gyroscope, dtype=np.float64),
+        acc=np.array(imu.accelerometer, dtype=np.float64),
+        remote=bytes(bytearray(msg.wireless_remote)))
+
+
+# --- LowCmd ----------------------------------------------------------------
+
+@dataclass(frozen=True)
+class MotorCommand:
+    """A whole LowCmd as arrays over the 35 motor slots."""
+
+    mode_pr: int
+    mode_machine: int
+    mode: np.ndarray
+    """[35] uint8, MOTOR_ENABLE on slots 0..28, 0 on the unused slots 29..34."""
+    q: np.ndarray
+    dq: np.ndarray
+    tau: np.ndarray
+    kp: np.ndarray
+    kd: np.ndarray
+
+    def is_damping(self) -> bool:
+        """Whether this is a damping command: no stiffness, no feed-forward, zero target speed."""
+        j = slice(0, NUM_JOINTS)
+        return bool(np.all(self.kp[j] == 0.0) and np.all(self.tau[j] == 0.0)
+                    and np.all(self.dq[j] == 0.0) and np.all(self.kd[j] > 0.0))
+
+
+def _slots(values, fill=0.0) -> np.ndarray:
+    """29 joint values -> 35 slot values (unused slots ``fill``)."""
+    out = np.full(NUM_SLOTS, fill, dtype=np.float64)
+    out[:NUM_JOINTS] = values
+    return out
+
+
+def _enabled_modes() -> np.ndarray:
+    mode = np.zeros(NUM_SLOTS, dtype=np.uint8)
+    mode[:NUM_JOINTS] = MOTOR_ENABLE
+    return mode
+
+
+def pd_command(q, kp, kd, mode_machine: int, mode_pr: int = 0, dq=None,
+               tau=None) -> MotorCommand:
+    """A PD command on the 29 joints (motor order); slots 29..34 disabled and zero."""
+    zeros = np.zeros(NUM_JOINTS)
+    return MotorCommand(mode_pr=int(mode_pr), mode_machine=int(mode_machine),
+                        mode=_enabled_modes(), q=_slots(q),
+                        dq=_slots(zeros if dq is None else dq),
+                        tau=_slots(zeros if tau is None else tau), kp=_slots(kp), kd=_slots(kd))
+
+
+def damping_command(kd, mode_machine: int, mode_pr: int = 0) -> MotorCommand:
+    """Motors powered with no stiffness: each joint only resists its own speed."""
+    zeros = np.zeros(NUM_JOINTS)
+    return pd_command(zeros, zeros, kd, mode_machine, mode_pr)
+
+
+@dataclass(frozen=True)
+class CommandLimits:
+    """The last barrier before the wire: what any command may ask of a motor."""
+
+    q_lower: np.ndarray
+    """[29] lowest position target [rad]."""
+    q_upper: np.ndarray
+    """[29] highest position target [rad]."""
+    kp_max: np.ndarray
+    """[29] stiffness cap [N m / rad]."""
+    kd_max: np.ndarray
+    """[29] damping cap [N m s / rad]."""
+    tau_max: np.ndarray
+    """[29] feed-forward torque cap [N m], symmetric."""
+    dq_max: np.ndarray
+    """[29] target speed cap [rad/s], symmetric."""
+
+    @classmethod
+    def for_g1(cls, kp_scale: float = 2.0, kd_scale: float = 2.0,
+               tau_fraction: float = 0.5) -> 'CommandLimits':
+        """Joint ranges from the G1 description; caps as multiples of its gains and torques."""
+        return cls(q_lower=np.asarray(g1.JOINT_LOWER), q_upper=np.asarray(g1.JOINT_UPPER),
+                   kp_max=kp_scale * np.asarray(g1.DEFAULT_KP),
+                   kd_max=kd_scale * np.asarray(g1.DEFAULT_KD),
+                   tau_max=tau_fraction * np.asarray(g1.TORQUE_LIMIT),
+                   dq_max=np.asarray(g1.VELOCITY_LIMIT))
+
+    def contains(self, cmd: MotorCommand) -> bool:
+        """Whether ``cmd`` is finite, within these limits and has slots 29..34 disabled."""
+        j = slice(0, NUM_JOINTS)
+        arrays = (cmd.q, cmd.dq, cmd.tau, cmd.kp, cmd.kd)
+        if not all(np.all(np.isfinite(a)) for a in arrays):
+            return False
+        unused_zero = all(np.all(a[NUM_JOINTS:] == 0.0) for a in arrays)
+        return bool(unused_zero and np.all(cmd.mode[NUM_JOINTS:] == 0)
+                    and np.all(cmd.q[j] >= self.q_lower) and np.all(cmd.q[j] <= self.q_upper)
+                    and np.all(cmd.kp[j] >= 0) and np.all(cmd.kp[j] <= self.kp_max)
+                    and np.all(cmd.kd[j] >= 0) and np.all(cmd.kd[j] <= self.kd_max)
+                    and np.all(np.abs(cmd.tau[j]) <= self.tau_max)
+                    and np.all(np.abs(cmd.dq[j]) <= self.dq_max))
+
+    def clip(self, cmd: MotorCommand, damping_kd) -> MotorCommand:
+        """Clip ``cmd`` into these limits; anything non-finite becomes a damping command."""
+        j = slice(0, NUM_JOINTS)
+        arrays = (cmd.q[j], cmd.dq[j], cmd.tau[j], cmd.kp[j], cmd.kd[j])
+        if not all(np.all(np.isfinite(a)) for a in arrays):
+            return damping_command(np.minimum(damping_kd, self.kd_max), cmd.mode_machine,
+                                   cmd.mode_pr)
+        return pd_command(
+            q=np.clip(cmd.q[j], self.q_lower, self.q_upper),
+            kp=np.clip(cmd.kp[j], 0.0, self.kp_max), kd=np.clip(cmd.kd[j], 0.0, self.kd_max),
+            dq=np.clip(cmd.dq[j], -self.dq_max, self.dq_max),
+            tau=np.clip(cmd.tau[j], -self.tau_max, self.tau_max),
+            mode_machine=cmd.mode_machine, mode_pr=cmd.mode_pr)
+
+
+def command_crc(cmd: MotorCommand) -> int:
+    """The crc the robot expects for ``cmd`` (computed from the arrays, as float32 on the wire)."""
+    image = crc.lowcmd_struct_bytes(
+        mode_pr=cmd.mode_pr, mode_machine=cmd.mode_machine, mode=cmd.mode,
+        q=cmd.q.astype(np.float32), dq=cmd.dq.astype(np.float32),
+        tau=cmd.tau.astype(np.float32), kp=cmd.kp.astype(np.float32),
+        kd=cmd.kd.astype(np.float32))
+    return crc.crc32_core(image[:-4])
+
+
+def fill_lowcmd(msg, cmd: MotorCommand):
+    """Write ``cmd`` into a unitree_hg LowCmd, stamp its crc, and return it."""
+    msg.mode_pr = cmd.mode_pr
+    msg.mode_machine = cmd.mode_machine
+    # float32 first, so the message carries exactly the values the crc covers.
+    cols = [a.astype(np.float32).tolist() for a in (cmd.q, cmd.dq, cmd.tau, cmd.kp, cmd.kd)]
+    modes = cmd.mode.tolist()
+    for i, m in enumerate(msg.motor_cmd):
+        m.mode = modes[i]
+        m.q, m.dq, m.tau, m.kp, m.kd = cols[0][i], cols[1][i], cols[2][i], cols[3][i], cols[4][i]
+        m.reserve = 0
+    msg.reserve = [0, 0, 0, 0]
+    msg.crc = command_crc(cmd)
+    return msg
+
+
+def read_lowcmd(msg) -> MotorCommand:
+    """Copy a unitree_hg LowCmd into a :class:`MotorCommand`."""
+    motors = msg.motor_cmd
+    return MotorCommand(
+        mode_pr=int(msg.mode_pr), mode_machine=int(msg.mode_machine),
+        mode=np.array([m.mode for m in motors], dtype=np.uint8),
+        q=np.array([m.q for m in motors], dtype=np.float64),
+        dq=np.array([m.dq for m in motors], dtype=np.float64),
+        tau=np.array([m.tau for m in motors], dtype=np.float64),
+        kp=np.array([m.kp for m in motors], dtype=np.float64),
+        kd=np.array([m.kd for m in motors], dtype=np.float64))
+
+
+def crc_ok(msg) -> bool:
+    """Whether a received LowCmd carries the crc the robot expects."""
+    return int(msg.crc) == crc.lowcmd_crc(msg)
+
+
+# --- wireless remote -------------------------------------------------------
+
+@dataclass(frozen=True)
+class Remote:
+    """The wireless remote as the G1 reports it."""
+
+    buttons: int
+    """16-bit field, bit i set while BUTTONS[i] is held."""
+    lx: float
+    rx: float
+    ry: float
+    ly: float
+
+    def held(self, name: str) -> bool:
+        """Whether the named button is held."""
+        return bool(self.buttons & button_mask([name]))
+
+
+def decode_remote(data: bytes) -> Remote:
+    """Decode LowState.wireless_remote; raises CommandError unless it is 40 bytes."""
+    data = bytes(data)
+    if len(data) != REMOTE_SIZE:
+        raise CommandError(f'wireless_remote has {len(data)} bytes, expected {REMOTE_SIZE}')
+    buttons, lx, rx, ry, _l2, ly = _REMOTE_STRUCT.unpack_from(data)
+    return Remote(buttons, lx, rx, ry, ly)
+
+
+def encode_remote(held: Iterable[str] = (), lx: float = 0.0, rx: float = 0.0, ry: float = 0.0,
+                  ly: float = 0.0) -> bytes:
+    """The 40 wireless_remote bytes with the named buttons held and the given stick axes."""
+    out = bytearray(REMOTE_SIZE)
+    _REMOTE_STRUCT.pack_into(out, 0, button_mask(held), lx, rx, ry, 0.0, ly)
+    return bytes(out)
+
+
+def button_mask(names: Iterable[str]) -> int:
+    """Bitfield of the named buttons; raises naming an unknown button."""
+    mask = 0
+    for name in names:
+        if name not in BUTTONS:
+            raise CommandError(f'unknown remote button {name!r}; buttons: {list(BUTTONS)}')
+        mask |= 1 << BUTTONS.index(name)
+    return mask
+
+
+def parse_combo(text: str) -> int:
+    """``'L1+A'`` -> the bitfield of a button combination (empty text: no combination)."""
+    names = [n.strip() for n in text.split('+') if n.strip()]
+    return button_mask(names)
+
+
+def combo_pressed(previous: int, current: int, mask: int) -> bool:
+    """Whether the combination ``mask`` became fully held between two button fields."""
+    return mask != 0 and (current & mask) == mask and (previous & mask) != mask
+
+
+def remote_buttons(data: Optional[bytes]) -> int:
+    """The button field of raw remote bytes, 0 when they are malformed."""
+    try:
+        return decode_remote(data).buttons if data is not None else 0
+    except CommandError:
+        return 0
