@@ -1,0 +1,382 @@
+"""Executor modes, each safety rule, and the ONNX policy runner (no ROS)."""
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from bcg_ros import contract as contract_mod
+from bcg_ros import executor as ex
+from bcg_ros import testing
+from bcg_ros.motion import Motion
+from bcg_ros.robot import g1, lowlevel
+
+CFG = ex.ExecutorConfig(stand_duration=1.0)
+DEFAULT = np.asarray(g1.DEFAULT_POSE)
+
+
+def sample(stamp, tick, q=None, quat=(1.0, 0.0, 0.0, 0.0), remote=(), **kw):
+    """A healthy LowState at the default pose unless told otherwise."""
+    q35 = np.zeros(35)
+    q35[:29] = DEFAULT if q is None else q
+    fields = dict(stamp=stamp, tick=tick, mode_machine=5, mode_pr=0, q=q35,
+                  dq=np.zeros(35), tau=np.zeros(35), quat=np.asarray(quat, float),
+                  gyro=np.zeros(3), acc=np.array([0.0, 0.0, 9.81]),
+                  remote=lowlevel.encode_remote(remote))
+    fields.update(kw)
+    return lowlevel.LowStateSample(**fields)
+
+
+def feed(st, s, cfg=CFG):
+    st, reqs = ex.on_lowstate(cfg, st, s)
+    for r in reqs:
+        st, _, _ = ex.request(cfg, st, r, s.stamp, source='remote')
+    return st
+
+
+def standing(cfg=CFG, t=0.0):
+    """An executor that has stood up and finished (now = t + stand_duration)."""
+    st = feed(ex.ExecState(), sample(t, 1), cfg)
+    st, ok, msg = ex.request(cfg, st, ex.Request.STAND, t)
+    assert ok, msg
+    return st
+
+
+def test_no_command_before_the_first_lowstate():
+    st, cmd = ex.on_tick(CFG, ex.ExecState(), 0.0)
+    assert cmd is None
+
+
+def test_passive_sends_damping_with_mode_machine_copied():
+    st = feed(ex.ExecState(), sample(0.0, 1, mode_machine=7))
+    st, cmd = ex.on_tick(CFG, st, 0.001)
+    assert st.mode is ex.Mode.PASSIVE and cmd.is_damping()
+    assert cmd.mode_machine == 7 and cmd.mode_pr == CFG.mode_pr
+
+
+def test_stand_interpolates_from_the_measured_pose():
+    q0 = DEFAULT + 0.3 * np.sign(np.asarray(g1.JOINT_UPPER))  # inside every range
+    q0 = np.clip(q0, g1.JOINT_LOWER, g1.JOINT_UPPER)
+    st = feed(ex.ExecState(), sample(0.0, 1, q=q0))
+    st, ok, _ = ex.request(CFG, st, ex.Request.STAND, 0.0)
+    assert ok and st.mode is ex.Mode.STAND
+    half = st
+    for k, t in enumerate((0.25, 0.5)):
+        half = feed(half, sample(t, 2 + k, q=q0))
+    half, cmd = ex.on_tick(CFG, half, 0.5)
+    np.testing.assert_allclose(cmd.q[:29], 0.5 * (q0 + DEFAULT), atol=1e-6)
+    np.testing.assert_allclose(cmd.kp[:29], g1.DEFAULT_KP)
+    done = feed(half, sample(1.2, 10, q=q0))
+    done, cmd = ex.on_tick(CFG, done, 1.2)
+    np.testing.assert_allclose(cmd.q[:29], DEFAULT, atol=1e-6)
+
+
+def test_start_needs_a_finished_stand_and_a_policy():
+    st = standing()
+    _, ok, msg = ex.request(CFG, st, ex.Request.START, 0.5)
+    assert not ok and 'not finished' in msg
+    st = feed(st, sample(1.0, 2))
+    _, ok, msg = ex.request(CFG, st, ex.Request.START, 1.0, policy_ready=False)
+    assert not ok and 'no policy' in msg
+    st, ok, _ = ex.request(CFG, st, ex.Request.START, 1.0)
+    assert ok and st.mode is ex.Mode.POLICY and st.previous is ex.Mode.STAND
+    _, ok, _ = ex.request(CFG, ex.ExecState(), ex.Request.START, 0.0)
+    assert not ok
+
+
+def test_estop_latches_until_reset():
+    st = standing()
+    st, ok, _ = ex.request(CFG, st, ex.Request.STOP, 0.1)
+    assert ok and st.mode is ex.Mode.DAMPING and 'e-stop' in st.reason
+    _, ok, _ = ex.request(CFG, st, ex.Request.STAND, 0.2)
+    assert not ok
+    st = feed(st, sample(0.3, 5))
+    st, cmd = ex.on_tick(CFG, st, 0.3)
+    assert st.mode is ex.Mode.DAMPING and cmd.is_damping()
+    st, ok, _ = ex.request(CFG, st, ex.Request.RESET, 0.4)
+    assert ok and st.mode is ex.Mode.PASSIVE
+
+
+def test_remote_combos_drive_the_modes():
+    st = feed(ex.ExecState(), sample(0.0, 1))
+    st = feed(st, sample(0.01, 2, remote=['start']))
+    assert st.mode is ex.Mode.STAND
+    st = feed(st, sample(1.5, 3, remote=['start']))  # still held: no new press
+    st = feed(st, sample(1.6, 4, remote=['A']))
+    assert st.mode is ex.Mode.POLICY
+    # e-stop wins when pressed together with start.
+    st = feed(st, sample(1.7, 5, remote=['select', 'A', 'start']))
+    assert st.mode is ex.Mode.DAMPING and 'remote' in st.reason
+    st = feed(st, sample(1.8, 6, remote=['L2', 'R2']))
+    assert st.mode is ex.Mode.PASSIVE
+
+
+def test_stale_lowstate_damps_after_the_timeout():
+    st = standing()
+    st, cmd = ex.on_tick(CFG, st, CFG.stale_timeout * 0.9)
+    assert st.mode is ex.Mode.STAND and not cmd.is_damping()
+    st, cmd = ex.on_tick(CFG, st, CFG.stale_timeout + 1e-4)
+    assert st.mode is ex.Mode.DAMPING and cmd.is_damping() and 'stale' in st.reason
+
+
+def test_stale_blocks_stand_in_passive_without_latching():
+    st = feed(ex.ExecState(), sample(0.0, 1))
+    st, cmd = ex.on_tick(CFG, st, 1.0)
+    assert st.mode is ex.Mode.PASSIVE and cmd.is_damping()
+    _, ok, msg = ex.request(CFG, st, ex.Request.STAND, 1.0)
+    assert not ok and 'stale' in msg
+
+
+@pytest.mark.parametrize('field,index,value,words', [
+    ('q', 3, np.nan, 'q not finite'),
+    ('dq', 0, np.inf, 'dq not finite'),
+    ('quat', 0, np.nan, 'quat not finite'),
+    ('gyro', 2, -np.inf, 'gyro not finite'),
+    ('q', 3, 5.0, 'left_knee_joint out of range'),
+    ('dq', 15, 500.0, 'left_shoulder_pitch_joint out of range'),
+    ('tau', 9, 1e4, 'right_knee_joint out of range'),
+    ('gyro', 0, 100.0, 'gyroscope'),
+    ('acc', 1, 1e4, 'accelerometer'),
+    ('quat', 0, 3.0, 'norm'),
+])
+def test_bad_state_values_damp(field, index, value, words):
+    st = standing()
+    good = sample(0.1, 2)
+    arr = getattr(good, field).copy()
+    arr[index] = value
+    st = feed(st, dataclasses.replace(good, **{field: arr}))
+    st, cmd = ex.on_tick(CFG, st, 0.1)
+    assert st.mode is ex.Mode.DAMPING and cmd.is_damping()
+    assert words in st.reason
+
+
+def test_values_in_unused_slots_are_ignored():
+    st = standing()
+    s = sample(0.1, 2)
+    q = s.q.copy()
+    q[30] = np.nan
+    st = feed(st, dataclasses.replace(s, q=q))
+    assert st.mode is ex.Mode.STAND
+
+
+def test_tilt_beyond_the_limit_damps():
+    st = standing()
+    ok_angle, bad_angle = CFG.max_tilt - 0.05, CFG.max_tilt + 0.05
+    st = feed(st, sample(0.1, 2, quat=(np.cos(ok_angle / 2), np.sin(ok_angle / 2), 0, 0)))
+    assert st.mode is ex.Mode.STAND
+    st = feed(st, sample(0.2, 3, quat=(np.cos(bad_angle / 2), 0, np.sin(bad_angle / 2), 0)))
+    assert st.mode is ex.Mode.DAMPING and 'tilt' in st.reason
+    assert ex.tilt(np.array([np.cos(0.3), np.sin(0.3), 0.0, 0.0])) == pytest.approx(0.6)
+
+
+def test_tick_repeats_are_counted_then_damp():
+    cfg = dataclasses.replace(CFG, tick_fault_limit=3)
+    st = standing(cfg)
+    st = feed(st, sample(0.002, 5), cfg)
+    st = feed(st, sample(0.004, 5), cfg)   # repeat
+    st = feed(st, sample(0.006, 4), cfg)   # backwards
+    assert st.tick_repeats == 2 and st.tick_faults == 2 and st.mode is ex.Mode.STAND
+    st = feed(st, sample(0.008, 6), cfg)   # forward again: the run ends, the count stays
+    assert st.tick_repeats == 0 and st.tick_faults == 2
+    for k in range(3):
+        st = feed(st, sample(0.01 + 0.002 * k, 6), cfg)
+    assert st.mode is ex.Mode.DAMPING and 'tick' in st.reason and st.tick_faults == 5
+
+
+def test_tick_wraps_forward():
+    assert ex.tick_advanced(2 ** 32 - 1, 0)
+    assert not ex.tick_advanced(0, 2 ** 32 - 1)
+    assert not ex.tick_advanced(7, 7)
+
+
+def policy_output(t, action, q=None):
+    q = DEFAULT if q is None else q
+    return ex.PolicyOutput(stamp=t, q=np.asarray(q, float), kp=np.asarray(g1.DEFAULT_KP),
+                           kd=np.asarray(g1.DEFAULT_KD), action=np.asarray(action, float))
+
+
+def running(t=1.0):
+    st = feed(standing(), sample(t, 2))
+    st, ok, _ = ex.request(CFG, st, ex.Request.START, t)
+    assert ok
+    return st
+
+
+def test_policy_targets_are_clipped_to_joint_limits():
+    st = running()
+    q = DEFAULT + 10.0
+    st, cmd = ex.on_tick(CFG, st, 1.001, policy_output(1.0005, np.zeros(29), q=q))
+    assert st.mode is ex.Mode.POLICY
+    np.testing.assert_allclose(cmd.q[:29], g1.JOINT_UPPER)
+    assert CFG.limits.contains(cmd)
+
+
+def test_policy_gains_are_capped():
+    st = running()
+    out = dataclasses.replace(policy_output(1.0005, np.zeros(29)),
+                              kp=np.full(29, 1e5), kd=np.full(29, 1e3))
+    st, cmd = ex.on_tick(CFG, st, 1.001, out)
+    np.testing.assert_allclose(cmd.kp[:29], CFG.kp_cap_scale * np.asarray(g1.DEFAULT_KP))
+    np.testing.assert_allclose(cmd.kd[:29], CFG.kd_cap_scale * np.asarray(g1.DEFAULT_KD))
+
+
+@pytest.mark.parametrize('value,words', [(np.nan, 'not finite'), (np.inf, 'not finite'),
+                                         (1e6, 'out of range')])
+def test_bad_policy_output_damps(value, words):
+    st = running()
+    action = np.zeros(29)
+    action[7] = value
+    st, cmd = ex.on_tick(CFG, st, 1.001, policy_output(1.0005, action))
+    assert st.mode is ex.Mode.DAMPING and cmd.is_damping() and words in st.reason
+
+
+def test_stalled_policy_damps():
+    st = running()
+    st = feed(st, sample(1.0 + CFG.policy_timeout / 2, 3))
+    st, cmd = ex.on_tick(CFG, st, 1.0 + CFG.policy_timeout / 2)
+    assert st.mode is ex.Mode.POLICY and not cmd.is_damping()
+    st = feed(st, sample(1.0 + CFG.policy_timeout, 4))
+    st, cmd = ex.on_tick(CFG, st, 1.0 + CFG.policy_timeout + 0.001)
+    assert st.mode is ex.Mode.DAMPING and 'stalled' in st.reason
+
+
+def test_config_errors_name_the_field():
+    with pytest.raises(ex.ConfigError, match='stale_timeout'):
+        ex.ExecutorConfig(stale_timeout=0.0)
+    with pytest.raises(ex.ConfigError, match='stop_combo.*L9'):
+        ex.ExecutorConfig(stop_combo='L9')
+    with pytest.raises(ex.ConfigError, match='mode_pr'):
+        ex.ExecutorConfig(mode_pr=3)
+
+
+# --- the policy runner -------------------------------------------------------
+
+def test_zero_policy_holds_the_default_pose(tmp_path):
+    runner = ex.PolicyRunner(str(testing.constant_policy(tmp_path / 'zero.onnx', 0.0)))
+    out = runner.step(sample(0.0, 1), 0.0)
+    np.testing.assert_allclose(out.q, DEFAULT, atol=1e-6)
+    np.testing.assert_allclose(out.kp, g1.DEFAULT_KP)
+    assert ex.check_action(CFG, out) is None
+    assert runner.observation(sample(0.0, 2)).shape == (runner.contract.obs_size,)
+
+
+def test_constant_policy_output_scales_through_the_contract(tmp_path):
+    runner = ex.PolicyRunner(str(testing.constant_policy(tmp_path / 'one.onnx', 1.0)))
+    out = runner.step(sample(0.0, 1), 0.0)
+    # target = offset + scale * action = default + 0.25 * 1
+    np.testing.assert_allclose(out.q, DEFAULT + 0.25, atol=1e-6)
+
+
+def test_nan_policy_is_caught(tmp_path):
+    runner = ex.PolicyRunner(str(testing.constant_policy(tmp_path / 'nan.onnx', np.nan)))
+    out = runner.step(sample(0.0, 1), 0.0)
+    assert 'not finite' in ex.check_action(CFG, out)
+
+
+def test_policy_order_differs_from_motor_order(tmp_path):
+    base = testing.state_contract()
+    perm = np.arange(29)[::-1]
+    c = dataclasses.replace(
+        base, joint_names=tuple(np.asarray(base.joint_names)[perm]),
+        default_pose=tuple(np.asarray(base.default_pose)[perm]),
+        kp=tuple(np.asarray(base.kp)[perm]), kd=tuple(np.asarray(base.kd)[perm]),
+        action_scale=base.action_scale, action_offset=tuple(np.asarray(base.default_pose)[perm]))
+    runner = ex.PolicyRunner(str(testing.constant_policy(tmp_path / 'rev.onnx', 0.0, c)))
+    q = DEFAULT + np.linspace(0.0, 0.1, 29)
+    obs = runner.observation(sample(0.0, 1, q=q))
+    # joint_pos_rel is the term after base_ang_vel (3) and projected_gravity (3).
+    np.testing.assert_allclose(obs[6:35], (q - DEFAULT)[perm], atol=1e-6)
+    out = runner.step(sample(0.0, 2, q=q), 0.0)
+    np.testing.assert_allclose(out.q, DEFAULT, atol=1e-6)
+    np.testing.assert_allclose(out.kp, g1.DEFAULT_KP)
+
+
+def test_history_is_pushed_oldest_first(tmp_path):
+    base = testing.state_contract()
+    terms = tuple(dataclasses.replace(t, history=3) if t.name == 'joint_pos_rel' else t
+                  for t in base.obs_terms)
+    c = dataclasses.replace(base, obs_terms=terms)
+    runner = ex.PolicyRunner(str(testing.constant_policy(tmp_path / 'h.onnx', 0.0, c)))
+    for k in range(3):
+        obs = runner.observation(sample(0.0, k + 1, q=DEFAULT + 0.01 * k))
+    hist = obs[6:6 + 3 * 29].reshape(3, 29)
+    np.testing.assert_allclose(hist[:, 0], [0.0, 0.01, 0.02], atol=1e-6)
+
+
+@pytest.mark.parametrize('change,field', [
+    (dict(control_dt=0.01), 'control_dt'),
+    (dict(joint_names=('left_toe_joint',) + g1.JOINT_NAMES[1:]), 'joint_names'),
+])
+def test_contract_that_does_not_fit_is_refused(tmp_path, change, field):
+    c = dataclasses.replace(testing.state_contract(), **change)
+    path = testing.constant_policy(tmp_path / 'bad.onnx', 0.0, c)
+    with pytest.raises(contract_mod.ContractError, match=field):
+        ex.PolicyRunner(str(path))
+
+
+def test_observation_size_mismatch_is_refused(tmp_path):
+    import onnx
+    path = testing.constant_policy(tmp_path / 'p.onnx', 0.0)
+    model = onnx.load(str(path))
+    meta = testing.state_contract().to_metadata()
+    small = dataclasses.replace(testing.state_contract(),
+                                obs_terms=testing.state_contract().obs_terms[:2])
+    meta[contract_mod.METADATA_KEY] = small.to_metadata()[contract_mod.METADATA_KEY]
+    del model.metadata_props[:]
+    onnx.helper.set_model_props(model, meta)
+    onnx.save(model, str(path))
+    with pytest.raises(contract_mod.ContractError, match='obs_size'):
+        ex.PolicyRunner(str(path))
+
+
+def test_missing_contract_and_missing_file_are_named(tmp_path):
+    import onnx
+    path = testing.constant_policy(tmp_path / 'p.onnx', 0.0)
+    model = onnx.load(str(path))
+    del model.metadata_props[:]
+    onnx.save(model, str(path))
+    with pytest.raises(contract_mod.ContractError, match='deploy.yaml'):
+        ex.PolicyRunner(str(path))
+    with pytest.raises(contract_mod.ContractError, match='no such policy'):
+        ex.PolicyRunner(str(tmp_path / 'absent.onnx'))
+
+
+def test_deploy_yaml_beside_the_policy_is_read(tmp_path):
+    import json
+
+    import onnx
+    import yaml
+    path = testing.constant_policy(tmp_path / 'p.onnx', 0.0)
+    model = onnx.load(str(path))
+    del model.metadata_props[:]
+    onnx.save(model, str(path))
+    d = json.loads(testing.state_contract().to_metadata()[contract_mod.METADATA_KEY])
+    (tmp_path / 'deploy.yaml').write_text(yaml.safe_dump(d))
+    assert ex.PolicyRunner(str(path)).contract.obs_size == testing.state_contract().obs_size
+
+
+def _motion(frames=10, fps=50.0):
+    t = frames
+    return Motion(name='still', fps=fps, root_pos=np.tile([0.0, 0.0, 0.75], (t, 1)),
+                  root_quat=np.tile([1.0, 0.0, 0.0, 0.0], (t, 1)),
+                  joint_pos=np.tile(DEFAULT, (t, 1)) + np.arange(t)[:, None] * 0.01,
+                  joint_vel=np.zeros((t, 29)), root_lin_vel=np.zeros((t, 3)),
+                  root_ang_vel=np.zeros((t, 3)), key_pos=np.zeros((t, len(g1.KEY_SITES), 3)))
+
+
+def test_reference_policy_needs_a_motion_at_the_control_rate(tmp_path):
+    c = contract_mod.imitation_contract(motion_name='still', motion_frames=10)
+    path = str(testing.constant_policy(tmp_path / 'ref.onnx', 0.0, c))
+    with pytest.raises(contract_mod.ContractError, match='motion'):
+        ex.PolicyRunner(path)
+    with pytest.raises(contract_mod.ContractError, match='control_dt'):
+        ex.PolicyRunner(path, motion=_motion(fps=30.0))
+    runner = ex.PolicyRunner(path, motion=_motion())
+    obs = runner.observation(sample(0.0, 1))
+    # ref_joint_pos starts after 3 + 3 + 3 * 29 robot terms: frames 1..3, relative to default.
+    ref = obs[93:93 + 3 * 29].reshape(3, 29)
+    np.testing.assert_allclose(ref[:, 0], [0.01, 0.02, 0.03], atol=1e-6)
+    for _ in range(20):
+        runner.step(sample(0.0, 1), 0.0)
+    ref = runner.observation(sample(0.0, 1))[93:93 + 3 * 29].reshape(3, 29)
+    np.testing.assert_allclose(ref[:, 0], [0.09] * 3, atol=1e-6)  # held at the last frame
