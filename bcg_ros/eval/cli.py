@@ -1,0 +1,145 @@
+"""
+``bcg-eval``: judge a policy in MuJoCo, or regenerate the paper's Tables 1 and 2.
+
+One policy::
+
+    bcg-eval POLICY.onnx [--deploy-yaml deploy.yaml] [--model MJCF]
+             [--motion NAME_OR_PATH | --command VX VY WZ] [--runs 5] [--out DIR]
+
+The tables read trained policies from a directory laid out as::
+
+    RUNS_DIR/<motion>/<method>_k<k>/policy.onnx    e.g. runs/cpu/jump/shac_bcg_k300/policy.onnx
+    RUNS_DIR/<motion>/ppo/policy.onnx              the PPO baseline of Table 2
+
+(one RUNS_DIR per training preset, e.g. runs/cpu here and runs/full where a GPU
+trained them); each policy is evaluated on the motion named by its folder::
+
+    bcg-eval table1 --runs-dir runs/cpu [--motions run jump fight dance] [--k 50 100 300]
+    bcg-eval table2 --runs-dir runs/cpu [--methods shac_bcg_k300 ppo]
+"""
+
+import argparse
+import json
+import pathlib
+import sys
+from typing import List, Optional
+
+from bcg_ros.contract import ContractError
+from bcg_ros.eval import report
+from bcg_ros.eval.evaluator import EvalConfig, evaluate
+from bcg_ros.eval.rollout import RolloutConfig
+from bcg_ros.robot.model import ModelError
+
+MOTIONS = ('run', 'jump', 'fight', 'dance')
+KS = (50, 100, 300)
+
+
+def _common(p: argparse.ArgumentParser):
+    p.add_argument('--model', default='', help='G1 MJCF to simulate (default: the project\'s)')
+    p.add_argument('--runs', type=int, default=5, help='rollouts per policy (default 5)')
+    p.add_argument('--seed', type=int, default=0, help='run i uses seed + i')
+    p.add_argument('--duration', type=float, default=0.0,
+                   help='simulated seconds per run (default: the motion, or 10 s)')
+    p.add_argument('--push-interval', type=float, default=0.0,
+                   help='seconds between random pushes (default: none)')
+    p.add_argument('--push-velocity', type=float, default=0.5, help='push size [m/s]')
+    p.add_argument('--stop-on-fall', action='store_true', help='end a run when it falls')
+    p.add_argument('--no-plots', action='store_true', help='skip the PNG plots')
+    p.add_argument('--quiet', action='store_true', help='no progress bar')
+
+
+def _rollout(args) -> RolloutConfig:
+    return RolloutConfig(duration=args.duration, push_interval=args.push_interval,
+                         push_velocity=args.push_velocity, stop_on_fall=args.stop_on_fall,
+                         seed=args.seed)
+
+
+def _one(argv: List[str]) -> int:
+    p = argparse.ArgumentParser(prog='bcg-eval', description=__doc__.splitlines()[0],
+                                epilog='Subcommands: bcg-eval table1 --help, '
+                                       'bcg-eval table2 --help')
+    p.add_argument('policy', help='policy ONNX file')
+    p.add_argument('--deploy-yaml', default='',
+                   help='IsaacLab/unitree_rl_lab deploy.yaml (default: the ONNX metadata, '
+                        'or deploy.yaml / ../params/deploy.yaml beside the policy)')
+    what = p.add_mutually_exclusive_group()
+    what.add_argument('--motion', default='', help='reference motion: built-in name or file')
+    what.add_argument('--command', type=float, nargs=3, metavar=('VX', 'VY', 'WZ'),
+                      default=(0.0, 0.0, 0.0), help='velocity command for velocity policies')
+    p.add_argument('--out', default='', help='report folder (default: eval/<policy name>)')
+    _common(p)
+    args = p.parse_args(argv)
+    cfg = EvalConfig(policy=args.policy, deploy_yaml=args.deploy_yaml, model=args.model,
+                     motion=args.motion, command=tuple(args.command), runs=args.runs,
+                     rollout=_rollout(args))
+    ev = evaluate(cfg, progress=not args.quiet)
+    out = pathlib.Path(args.out or pathlib.Path('eval') / pathlib.Path(args.policy).stem)
+    result = report.write(ev, out, plots=not args.no_plots)
+    print(report.markdown(result))
+    print(f'wrote {out}/result.json, {out}/report.md' + ('' if args.no_plots else ', plots'))
+    print('summary: ' + json.dumps(result['summary']))
+    return 0
+
+
+def _table(argv: List[str], which: str) -> int:
+    p = argparse.ArgumentParser(prog=f'bcg-eval {which}',
+                                description=('Table 1: falls and delta-d against k' if
+                                             which == 'table1' else
+                                             'Table 2: E_track, SHAC+BCG against PPO'))
+    p.add_argument('--runs-dir', default='runs',
+                   help='RUNS_DIR/<motion>/<method>_k<k>/policy.onnx (default: runs)')
+    p.add_argument('--motions', nargs='+', default=list(MOTIONS))
+    if which == 'table1':
+        p.add_argument('--k', type=int, nargs='+', default=list(KS))
+        p.add_argument('--method', default='shac_bcg', help='folder prefix before _k<k>')
+    else:
+        p.add_argument('--methods', nargs='+', default=['shac_bcg_k300', 'ppo'],
+                       help='policy folders to compare')
+    p.add_argument('--out', default='', help='report folder (default: RUNS_DIR/<table>)')
+    _common(p)
+    args = p.parse_args(argv)
+    root = pathlib.Path(args.runs_dir)
+    cols = ([(k, f'{args.method}_k{k}') for k in args.k] if which == 'table1'
+            else [(m, m) for m in args.methods])
+    out = pathlib.Path(args.out or root / which)
+    cells, missing, all_results = {}, [], {}
+    for motion in args.motions:
+        for key, folder in cols:
+            path = root / motion / folder / 'policy.onnx'
+            if not path.is_file():
+                missing.append(str(path))
+                cells[(motion, key)] = None
+                continue
+            cfg = EvalConfig(policy=str(path), model=args.model, motion=motion,
+                             runs=args.runs, rollout=_rollout(args))
+            ev = evaluate(cfg, progress=not args.quiet)
+            result = report.write(ev, out / motion / folder, plots=not args.no_plots)
+            cells[(motion, key)] = result['summary']
+            all_results[f'{motion}/{folder}'] = result['summary']
+    md = (report.table1_markdown(cells, args.motions, args.k) if which == 'table1'
+          else report.table2_markdown(cells, args.motions, args.methods))
+    note = report.missing_note(missing)
+    if note:
+        md += '\n' + note + '\n'
+    out.mkdir(parents=True, exist_ok=True)
+    (out / f'{which}.md').write_text(md)
+    (out / f'{which}.json').write_text(json.dumps(all_results, indent=2))
+    print(md)
+    print(f'wrote {out / (which + ".md")}')
+    return 0 if len(missing) < len(args.motions) * len(cols) else 1
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    """Entry point of ``bcg-eval``."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        if argv and argv[0] in ('table1', 'table2'):
+            return _table(argv[1:], argv[0])
+        return _one(argv)
+    except (ContractError, ModelError, ValueError) as exc:
+        print(f'bcg-eval: error: {exc}', file=sys.stderr)
+        return 2
+
+
+if __name__ == '__main__':
+    sys.exit(main())

@@ -1,0 +1,119 @@
+"""
+One evaluation: load the policy, the model and the motion, run, score.
+
+``bcg-eval`` and the evaluator node both call :func:`evaluate` with an
+:class:`EvalConfig`; they differ only in where the config comes from.
+"""
+
+import dataclasses
+import pathlib
+from dataclasses import dataclass, field
+from typing import Callable, Dict, List, Optional, Tuple, Union
+
+import numpy as np
+
+from bcg_ros import contract as ct
+from bcg_ros.eval import metrics
+from bcg_ros.eval.policy import load_policy, Policy
+from bcg_ros.eval.rollout import at_rate, Run, run_all, RolloutConfig, StepView
+from bcg_ros.motion import Motion
+from bcg_ros.robot import model as g1_model
+
+
+@dataclass(frozen=True)
+class EvalConfig:
+    """What to evaluate and how."""
+
+    policy: str = ''
+    """Path of the policy's ONNX file."""
+    deploy_yaml: str = ''
+    """IsaacLab/unitree_rl_lab deploy.yaml; empty: the ONNX metadata, or one found beside it."""
+    model: str = ''
+    """G1 MJCF to simulate; empty: the project's model."""
+    motion: str = ''
+    """Reference motion: a built-in name or a file path (load_motion); empty: none."""
+    command: Tuple[float, float, float] = (0.0, 0.0, 0.0)
+    """Velocity command (vx, vy, wz) for velocity policies."""
+    runs: int = 5
+    """Rollouts, each with its own seed."""
+    threads: int = 1
+    """onnxruntime threads."""
+    rollout: RolloutConfig = field(default_factory=RolloutConfig)
+    """Per-run setup: duration, noise, friction, pushes, fall height, seed."""
+
+    def __post_init__(self):
+        """Reject what cannot run, naming the field."""
+        if self.runs < 1:
+            raise ValueError(f'EvalConfig.runs must be >= 1, got {self.runs}')
+        if len(self.command) != 3:
+            raise ValueError(f'EvalConfig.command must be (vx, vy, wz), got {self.command}')
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    """An evaluation's inputs, raw runs and metrics."""
+
+    config: EvalConfig
+    policy: Policy
+    model_path: str
+    motion: Optional[Motion]
+    runs: List[Run]
+    per_run: List[Dict]
+    summary: Dict
+
+    def to_dict(self) -> Dict:
+        """Return the JSON form: config, provenance, per-run and summary metrics."""
+        cfg = dataclasses.asdict(self.config)
+        return {'policy': str(self.policy.path), 'contract_source': self.policy.source,
+                'model': self.model_path,
+                'motion': self.motion.name if self.motion is not None else None,
+                'command': list(self.config.command) if self.motion is None else None,
+                'control_dt': self.policy.contract.control_dt,
+                'sim_dt': self.runs[0].sim_dt if self.runs else None,
+                'config': cfg, 'summary': self.summary, 'runs': self.per_run}
+
+
+def resolve_motion(spec: Union[str, Motion, None], control_dt: float) -> Optional[Motion]:
+    """Return a Motion at the control rate from a Motion, a name/path (load_motion), or None."""
+    if spec is None or isinstance(spec, Motion):
+        return None if spec is None else at_rate(spec, 1.0 / control_dt)
+    if not spec:
+        return None
+    from bcg_ros import motion as motion_module
+
+    loader = getattr(motion_module, 'load_motion', None)
+    if loader is None:
+        raise ValueError(f'motion {spec!r}: this bcg_ros has no motion loader '
+                         '(bcg_ros.motion.load_motion); pass a Motion object')
+    return loader(spec, control_dt)
+
+
+def evaluate(config: EvalConfig, motion: Union[str, Motion, None] = None,
+             policy: Optional[Policy] = None, g: Optional[g1_model.G1Model] = None,
+             on_step: Optional[Callable[[StepView], None]] = None,
+             progress: bool = False) -> Evaluation:
+    """Run ``config`` (a Motion object, a loaded policy or model may be passed in)."""
+    policy = policy or load_policy(config.policy, config.deploy_yaml or None, config.threads)
+    g = g or g1_model.load(config.model or None)
+    mot = resolve_motion(motion if motion is not None else config.motion,
+                         policy.contract.control_dt)
+    if mot is None and policy.contract.uses_reference:
+        raise ct.ContractError(f'{policy.path}: the policy observes a reference motion; '
+                               'give one (EvalConfig.motion / --motion)')
+    runs = run_all(policy, g, config.runs, config.rollout, mot, config.command, on_step,
+                   progress)
+    velocity = policy.is_velocity_policy and mot is None
+    per_run = [metrics.run_metrics(r, mot, config.rollout.fall_height, velocity) for r in runs]
+    summary = metrics.summarize(per_run, policy.train_penetration_mm)
+    if velocity and policy.command_ranges:
+        summary['command_in_training_range'] = all(
+            lo - 1e-9 <= v <= hi + 1e-9 for v, (lo, hi) in
+            zip(config.command, (policy.command_ranges.get(k, (-np.inf, np.inf))
+                                 for k in ('lin_vel_x', 'lin_vel_y', 'ang_vel_z'))))
+    return Evaluation(config, policy, str(g.path), mot, runs, per_run, summary)
+
+
+def model_label(path: Union[str, pathlib.Path]) -> str:
+    """Short name of a model file for tables."""
+    p = pathlib.Path(path)
+    return 'project' if p == g1_model.DEFAULT_MJCF else p.name

@@ -1,0 +1,135 @@
+"""
+The paper's sim2sim metrics, as small pure functions of recorded runs.
+
+- falls: runs in which the root height drops below 0.3 m;
+- mean foot penetration depth in MuJoCo, and delta-d = training simulator's
+  mean depth minus MuJoCo's [mm] (the trainer stores its own figure in the
+  policy's metadata);
+- E_track: global mean per-key-point position error against the reference [cm]
+  (key points: g1.KEY_SITES, both ankles, the head, both wrists);
+- anchor-relative error: the same with both sides' key points expressed in
+  their own root (pelvis) frame [cm];
+- joint error: mean absolute joint angle error [rad];
+- for velocity policies: commanded-vs-achieved base velocity error.
+"""
+
+from typing import Dict, List, Optional, Sequence
+
+import numpy as np
+
+from bcg_ros import contract as ct
+from bcg_ros.motion import Motion
+
+FALL_HEIGHT = 0.3
+"""Root height [m] below which a run counts as a fall."""
+
+
+def fall_index(root_height: np.ndarray, threshold: float = FALL_HEIGHT) -> int:
+    """First row whose root height is below ``threshold``; -1 when there is none."""
+    below = np.flatnonzero(np.asarray(root_height) < threshold)
+    return int(below[0]) if below.size else -1
+
+
+def mean_penetration_mm(depths: np.ndarray) -> float:
+    """Mean depth [mm] over all penetrating foot contacts (depths in m, positive); 0 if none."""
+    depths = np.asarray(depths, float)
+    return float(depths.mean() * 1e3) if depths.size else 0.0
+
+
+def delta_d_mm(train_mm: Optional[float], mujoco_mm: float) -> Optional[float]:
+    """Training simulator's mean penetration minus MuJoCo's [mm]; None without the first."""
+    return None if train_mm is None else float(train_mm - mujoco_mm)
+
+
+def tracking_error_per_step(sim_key: np.ndarray, ref_key: np.ndarray) -> np.ndarray:
+    """[T] mean over key points of the position error [m], key arrays [T, K, 3]."""
+    return np.linalg.norm(np.asarray(sim_key) - np.asarray(ref_key), axis=-1).mean(-1)
+
+
+def e_track_cm(sim_key: np.ndarray, ref_key: np.ndarray) -> float:
+    """E_track: global mean per-key-point position error [cm]."""
+    return float(tracking_error_per_step(sim_key, ref_key).mean() * 100.0)
+
+
+def in_root_frame(key: np.ndarray, root_pos: np.ndarray, root_quat: np.ndarray) -> np.ndarray:
+    """Key points [T, K, 3] in their root's frame (root_pos [T, 3], root_quat [T, 4])."""
+    rel = np.asarray(key) - np.asarray(root_pos)[:, None, :]
+    q = np.broadcast_to(np.asarray(root_quat)[:, None, :], rel.shape[:-1] + (4,))
+    return ct.quat_rotate_inverse(q, rel)
+
+
+def anchor_error_cm(sim_key, sim_root_pos, sim_root_quat,
+                    ref_key, ref_root_pos, ref_root_quat) -> float:
+    """Mean key-point error [cm] with each side's points in its own root frame."""
+    a = in_root_frame(sim_key, sim_root_pos, sim_root_quat)
+    b = in_root_frame(ref_key, ref_root_pos, ref_root_quat)
+    return float(np.linalg.norm(a - b, axis=-1).mean() * 100.0)
+
+
+def joint_error_rad(sim_q: np.ndarray, ref_q: np.ndarray) -> float:
+    """Mean absolute joint angle error [rad] over joints and time."""
+    return float(np.abs(np.asarray(sim_q) - np.asarray(ref_q)).mean())
+
+
+def base_velocity(root_quat: np.ndarray, root_lin_vel_world: np.ndarray,
+                  root_ang_vel_body: np.ndarray) -> np.ndarray:
+    """[T, 3] achieved (vx, vy) in the base frame and yaw rate wz, the command's terms."""
+    v = ct.quat_rotate_inverse(np.asarray(root_quat), np.asarray(root_lin_vel_world))
+    return np.concatenate([v[:, :2], np.asarray(root_ang_vel_body)[:, 2:3]], axis=-1)
+
+
+def velocity_errors(command: np.ndarray, achieved: np.ndarray) -> Dict[str, float]:
+    """Mean linear (vx, vy) error norm [m/s] and mean absolute yaw rate error [rad/s]."""
+    e = np.asarray(command) - np.asarray(achieved)
+    return {'lin_vel_error': float(np.linalg.norm(e[:, :2], axis=-1).mean()),
+            'ang_vel_error': float(np.abs(e[:, 2]).mean())}
+
+
+def run_metrics(run, motion: Optional[Motion] = None, fall_height: float = FALL_HEIGHT,
+                velocity: bool = False, warmup: float = 1.0) -> Dict:
+    """Compute the metrics of one run (a :class:`bcg_ros.eval.rollout.Run`)."""
+    fi = fall_index(run.root_pos[:, 2], fall_height)
+    out = {'seed': int(run.seed), 'fell': fi >= 0,
+           'fall_time': float(run.time[fi]) if fi >= 0 else None,
+           'duration': float(run.time[-1]) if run.time.size else 0.0,
+           'min_root_height': float(run.root_pos[:, 2].min()),
+           'penetration_mm': mean_penetration_mm(run.penetration),
+           'max_penetration_mm': float(run.penetration.max() * 1e3) if run.penetration.size
+           else 0.0,
+           'friction_scale': float(run.friction_scale), 'pushes': int(run.pushes)}
+    if motion is not None:
+        f = run.frame
+        out['e_track_cm'] = e_track_cm(run.key_pos, motion.key_pos[f])
+        out['anchor_error_cm'] = anchor_error_cm(run.key_pos, run.root_pos, run.root_quat,
+                                                 motion.key_pos[f], motion.root_pos[f],
+                                                 motion.root_quat[f])
+        out['joint_error_rad'] = joint_error_rad(run.joint_pos, motion.joint_pos[f])
+    if velocity:
+        keep = run.time > warmup
+        if not np.any(keep):
+            keep = np.ones_like(run.time, bool)
+        ach = base_velocity(run.root_quat[keep], run.root_lin_vel[keep], run.root_ang_vel[keep])
+        out.update(velocity_errors(run.command[keep], ach))
+    return out
+
+
+_MEAN_KEYS = ('penetration_mm', 'e_track_cm', 'anchor_error_cm', 'joint_error_rad',
+              'lin_vel_error', 'ang_vel_error')
+
+
+def summarize(per_run: List[Dict], train_penetration_mm: Optional[float] = None) -> Dict:
+    """Across runs: falls as a count, the other metrics as mean and std, delta-d."""
+    out = {'runs': len(per_run), 'falls': int(sum(r['fell'] for r in per_run))}
+    for k in _MEAN_KEYS:
+        vals = [r[k] for r in per_run if k in r]
+        if vals:
+            out[k] = float(np.mean(vals))
+            out[k + '_std'] = float(np.std(vals))
+    out['train_penetration_mm'] = train_penetration_mm
+    out['delta_d_mm'] = delta_d_mm(train_penetration_mm, out.get('penetration_mm', 0.0))
+    return out
+
+
+def fall_times(per_run: Sequence[Dict]) -> List[Optional[float]]:
+    """Fall time of each run (None where it stood)."""
+    return [r['fall_time'] for r in per_run]

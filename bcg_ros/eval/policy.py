@@ -1,0 +1,240 @@
+"""
+Load a policy (ONNX) and the contract it was trained under.
+
+Where the contract comes from, tried in this order:
+
+1. a ``deploy.yaml`` in the IsaacLab/unitree_rl_lab format, given explicitly;
+2. the project's own ONNX metadata (:data:`bcg_ros.contract.METADATA_KEY`);
+3. a ``deploy.yaml`` found beside the ONNX file (``deploy.yaml`` in its folder,
+   or ``../params/deploy.yaml`` as unitree_rl_lab lays out ``exported/policy.onnx``).
+
+Either way the result is a :class:`bcg_ros.contract.Contract`: the observation
+is built by the same contract module the trainer uses, never a second copy.
+"""
+
+import pathlib
+from dataclasses import dataclass, field
+from typing import Dict, Mapping, Optional, Tuple, Union
+
+import numpy as np
+import yaml
+
+from bcg_ros import contract as ct
+from bcg_ros.robot import g1
+
+TRAIN_PENETRATION_KEY = 'bcg_ros.train_penetration_mm'
+"""ONNX metadata key: mean foot penetration depth [mm] the trainer measured in its simulator."""
+
+BEYONDMIMIC_KEYS = ('anchor_body_name', 'observation_names', 'joint_names')
+"""Metadata keys by which a BeyondMimic-style ONNX export is recognised."""
+
+_COMMAND_KEYS = ('lin_vel_x', 'lin_vel_y', 'ang_vel_z')
+
+
+@dataclass(frozen=True)
+class Policy:
+    """An ONNX policy ready to run: its session, contract and joint map."""
+
+    path: pathlib.Path
+    contract: ct.Contract
+    motor_ids: np.ndarray
+    """Motor slot (index into :data:`bcg_ros.robot.g1.JOINT_NAMES`) of each contract joint."""
+    source: str
+    """Where the contract came from: 'metadata' or the deploy.yaml path."""
+    metadata: Mapping[str, str]
+    session: object = field(repr=False)
+    input_name: str = 'obs'
+    output_name: str = 'actions'
+    command_ranges: Optional[Dict[str, Tuple[float, float]]] = None
+    """Velocity command ranges the policy was trained on (vx, vy, wz), if known."""
+
+    @property
+    def train_penetration_mm(self) -> Optional[float]:
+        """Mean foot penetration [mm] in the training simulator, if the trainer recorded it."""
+        v = self.metadata.get(TRAIN_PENETRATION_KEY)
+        return float(v) if v not in (None, '') else None
+
+    @property
+    def is_velocity_policy(self) -> bool:
+        """Whether the observation has a velocity command term."""
+        return any(t.name == 'velocity_commands' for t in self.contract.obs_terms)
+
+    def act(self, obs: np.ndarray) -> np.ndarray:
+        """Raw action [n_joints] (contract order) for one observation vector."""
+        x = np.asarray(obs, np.float32).reshape(1, -1)
+        return self.session.run([self.output_name], {self.input_name: x})[0][0]
+
+
+def _list(d: Mapping, key: str, n: Optional[int], source: str, default=None):
+    """``d[key]`` as a float array of length ``n`` (a scalar broadcasts); errors name the field."""
+    v = d.get(key, default)
+    if v is None:
+        raise ct.ContractError(f'{source}: field {key!r} missing')
+    a = np.asarray(v, dtype=float)
+    if a.ndim == 0 and n is not None:
+        a = np.full(n, float(a))
+    if n is not None and a.shape[0] != n:
+        raise ct.ContractError(f'{source}: field {key!r} has {a.shape[0]} values, '
+                               f'expected {n}')
+    return a
+
+
+def contract_from_deploy(d: Mapping, source: str = 'deploy.yaml'
+                         ) -> Tuple[ct.Contract, Optional[Dict[str, Tuple[float, float]]]]:
+    """
+    Translate an IsaacLab/unitree_rl_lab deploy.yaml into a contract and command ranges.
+
+    The format: ``joint_ids_map[i]`` is the motor slot of policy joint ``i``
+    (names are accepted too); ``stiffness`` and ``damping`` are in motor
+    order; ``default_joint_pos``, the JointPositionAction's ``scale`` and
+    ``offset`` (raw action times scale plus offset, then ``clip`` as per-joint
+    (low, high) target bounds) and the observation scales are in policy order.
+    Each observation term carries its own ``scale``, ``clip`` (applied before
+    the scale, as IsaacLab does) and ``history_length`` (frames of that term,
+    oldest first; 0 means none kept, i.e. one frame).
+    """
+    if 'joint_ids_map' not in d:
+        raise ct.ContractError(f'{source}: field joint_ids_map missing')
+    ids = []
+    for i, j in enumerate(d['joint_ids_map']):
+        if isinstance(j, str):
+            ids.append(g1.joint_index(j))
+        elif not 0 <= int(j) < g1.NUM_JOINTS:
+            raise ct.ContractError(f'{source}: field joint_ids_map[{i}] = {j} is not a G1 '
+                                   f'motor slot (0..{g1.NUM_JOINTS - 1})')
+        else:
+            ids.append(int(j))
+    n = len(ids)
+    names = tuple(g1.JOINT_NAMES[i] for i in ids)
+    n_motor = max(len(np.atleast_1d(d.get('stiffness', []))), max(ids) + 1)
+    kp = _list(d, 'stiffness', n_motor, source)[ids]
+    kd = _list(d, 'damping', n_motor, source)[ids]
+    default = _list(d, 'default_joint_pos', n, source)
+    if 'step_dt' in d:
+        control_dt = float(d['step_dt'])
+    elif 'sim_dt' in d and 'decimation' in d:
+        control_dt = float(d['sim_dt']) * int(d['decimation'])
+    else:
+        raise ct.ContractError(f'{source}: field step_dt missing')
+    act = (d.get('actions') or {}).get('JointPositionAction')
+    if act is None:
+        raise ct.ContractError(f'{source}: field actions.JointPositionAction missing '
+                               f'(actions: {sorted(d.get("actions") or {})})')
+    scale = _list(act, 'scale', n, f'{source}: actions.JointPositionAction', 1.0)
+    offset = _list(act, 'offset', n, f'{source}: actions.JointPositionAction', default)
+    target_clip = None
+    if act.get('clip') is not None:
+        c = np.asarray(act['clip'], dtype=float)
+        if c.shape != (n, 2):
+            raise ct.ContractError(f'{source}: field actions.JointPositionAction.clip has '
+                                   f'shape {c.shape}, expected ({n}, 2)')
+        target_clip = tuple((float(lo), float(hi)) for lo, hi in c)
+    terms = []
+    for name, spec in (d.get('observations') or {}).items():
+        if name not in ct.TERMS:
+            raise ct.ContractError(f'{source}: field observations.{name}: unknown term '
+                                   f'(known: {sorted(ct.TERMS)})')
+        spec = spec or {}
+        size = ct.TERMS[name][1](n)
+        s = spec.get('scale')
+        s = 1.0 if s is None else s
+        s = float(s) if np.ndim(s) == 0 else tuple(float(x) for x in s)
+        c = spec.get('clip')
+        if c is not None:
+            c = float(c) if np.ndim(c) == 0 else tuple(float(x) for x in c)
+        terms.append(ct.ObsTerm(name, size, history=max(1, int(spec.get('history_length') or 0)),
+                                scale=s, clip=c, clip_first=True))
+    if not terms:
+        raise ct.ContractError(f'{source}: field observations is empty')
+    contract = ct.Contract(joint_names=names, default_pose=tuple(default.tolist()),
+                           kp=tuple(kp.tolist()), kd=tuple(kd.tolist()),
+                           action_scale=tuple(scale.tolist()),
+                           action_offset=tuple(offset.tolist()), action_clip=None,
+                           obs_terms=tuple(terms), control_dt=control_dt,
+                           target_clip=target_clip)
+    ranges = ((d.get('commands') or {}).get('base_velocity') or {}).get('ranges')
+    command_ranges = None
+    if ranges:
+        command_ranges = {k: tuple(float(x) for x in ranges[k])
+                          for k in _COMMAND_KEYS if ranges.get(k) is not None}
+    return contract, command_ranges
+
+
+def find_deploy_yaml(onnx_path: pathlib.Path) -> Optional[pathlib.Path]:
+    """Find a deploy.yaml beside the policy, where unitree_rl_lab or a user would put it."""
+    for p in (onnx_path.parent / 'deploy.yaml',
+              onnx_path.parent.parent / 'params' / 'deploy.yaml'):
+        if p.is_file():
+            return p
+    return None
+
+
+def _session(path: pathlib.Path, threads: int):
+    import onnxruntime as ort
+
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = threads
+    opts.inter_op_num_threads = threads
+    opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    try:
+        return ort.InferenceSession(str(path), sess_options=opts,
+                                    providers=['CPUExecutionProvider'])
+    except Exception as exc:  # onnxruntime raises its own exception types
+        raise ct.ContractError(f'{path}: onnxruntime could not load it: {exc}') from exc
+
+
+def _width(shape) -> Optional[int]:
+    last = shape[-1] if shape else None
+    return last if isinstance(last, int) else None
+
+
+def load_policy(path: Union[str, pathlib.Path],
+                deploy_yaml: Optional[Union[str, pathlib.Path]] = None,
+                threads: int = 1) -> Policy:
+    """
+    Load an ONNX policy and its contract, and check them against the G1 and each other.
+
+    Raises :class:`bcg_ros.contract.ContractError` naming the file, the field
+    and both values when the input size, the action size, the joint names or
+    the control period do not fit.
+    """
+    path = pathlib.Path(path)
+    if not path.is_file():
+        raise ct.ContractError(f'{path}: no such policy file')
+    sess = _session(path, threads)
+    meta = dict(sess.get_modelmeta().custom_metadata_map)
+    ranges = None
+    if deploy_yaml is None and ct.METADATA_KEY not in meta:
+        deploy_yaml = find_deploy_yaml(path)
+    if deploy_yaml is not None:
+        deploy_yaml = pathlib.Path(deploy_yaml)
+        if not deploy_yaml.is_file():
+            raise ct.ContractError(f'{deploy_yaml}: no such deploy file')
+        with open(deploy_yaml) as f:
+            d = yaml.safe_load(f) or {}
+        contract, ranges = contract_from_deploy(d, str(deploy_yaml))
+        source = str(deploy_yaml)
+    elif ct.METADATA_KEY in meta:
+        contract = ct.Contract.from_metadata(meta, str(path))
+        source = 'metadata'
+    elif all(k in meta for k in BEYONDMIMIC_KEYS):
+        raise ct.ContractError(
+            f'{path}: BeyondMimic-style metadata (observation_names='
+            f'{meta["observation_names"]!r}) carries its reference motion inside the ONNX '
+            'graph; bcg_ros runs such a policy only with a deploy.yaml describing its terms')
+    else:
+        raise ct.ContractError(f'{path}: no {ct.METADATA_KEY!r} metadata and no deploy.yaml '
+                               f'beside it; pass one (metadata keys: {sorted(meta)})')
+    contract.check_robot(g1.JOINT_NAMES, contract.control_dt, source=f'{path} ({source})')
+    inp, out = sess.get_inputs()[0], sess.get_outputs()[0]
+    n_in, n_out = _width(inp.shape), _width(out.shape)
+    if n_in is not None and n_in != contract.obs_size:
+        raise ct.ContractError(f'{path}: field obs_size: the ONNX input {inp.name!r} has '
+                               f'{n_in} values, the contract ({source}) builds '
+                               f'{contract.obs_size}')
+    if n_out is not None and n_out != contract.num_joints:
+        raise ct.ContractError(f'{path}: field joint_names: the ONNX output {out.name!r} has '
+                               f'{n_out} values, the contract ({source}) has '
+                               f'{contract.num_joints} joints')
+    ids = np.array([g1.joint_index(n) for n in contract.joint_names])
+    return Policy(path, contract, ids, source, meta, sess, inp.name, out.name, ranges)

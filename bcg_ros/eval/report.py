@@ -1,0 +1,168 @@
+"""Evaluation reports: JSON, a Markdown table, PNG plots (matplotlib, Agg backend)."""
+
+import json
+import pathlib
+from typing import Dict, List, Mapping, Optional, Sequence, Union
+
+import numpy as np
+
+from bcg_ros.eval import metrics
+
+PLOTS = ('root_height.png', 'tracking_error.png', 'penetration_hist.png')
+
+
+def _fmt(v, digits: int = 2) -> str:
+    if v is None:
+        return '—'
+    if isinstance(v, bool):
+        return 'yes' if v else 'no'
+    if isinstance(v, (int, np.integer)):
+        return str(int(v))
+    return f'{float(v):.{digits}f}'
+
+
+def markdown(result: Mapping) -> str:
+    """Render a Markdown report of one evaluation's JSON form (``Evaluation.to_dict()``)."""
+    s = result['summary']
+    what = (f'motion `{result["motion"]}`' if result['motion']
+            else f'velocity command {result["command"]}')
+    lines = [f'# sim2sim: `{pathlib.Path(result["policy"]).name}`', '',
+             f'- policy: `{result["policy"]}` (contract from {result["contract_source"]})',
+             f'- model: `{result["model"]}`, physics step {result["sim_dt"]} s, '
+             f'policy period {result["control_dt"]} s',
+             f'- {what}, {s["runs"]} runs', '',
+             '| falls | penetration [mm] | delta-d [mm] | E_track [cm] | anchor-rel. [cm] '
+             '| joint [rad] | lin. vel. err [m/s] | yaw rate err [rad/s] |',
+             '|---|---|---|---|---|---|---|---|',
+             f'| {s["falls"]}/{s["runs"]} | {_fmt(s.get("penetration_mm"))} '
+             f'| {_fmt(s.get("delta_d_mm"))} | {_fmt(s.get("e_track_cm"))} '
+             f'| {_fmt(s.get("anchor_error_cm"))} | {_fmt(s.get("joint_error_rad"), 3)} '
+             f'| {_fmt(s.get("lin_vel_error"), 3)} | {_fmt(s.get("ang_vel_error"), 3)} |',
+             '', '## Runs', '',
+             '| seed | fell | fall time [s] | min root height [m] | penetration [mm] '
+             '| E_track [cm] | friction scale | pushes |',
+             '|---|---|---|---|---|---|---|---|']
+    for r in result['runs']:
+        lines.append(f'| {r["seed"]} | {_fmt(r["fell"])} | {_fmt(r["fall_time"])} '
+                     f'| {_fmt(r["min_root_height"], 3)} | {_fmt(r["penetration_mm"])} '
+                     f'| {_fmt(r.get("e_track_cm"))} | {_fmt(r["friction_scale"])} '
+                     f'| {r["pushes"]} |')
+    if s.get('train_penetration_mm') is None:
+        lines += ['', 'delta-d needs the training simulator\'s penetration depth '
+                  '(ONNX metadata `bcg_ros.train_penetration_mm`); this policy has none.']
+    lines += ['', 'Plots: ' + ', '.join(f'![{p}]({p})' for p in PLOTS), '']
+    return '\n'.join(lines)
+
+
+def plot(evaluation, out_dir: pathlib.Path) -> List[pathlib.Path]:
+    """Root height, tracking error over time, penetration histogram: one PNG each."""
+    import matplotlib
+    matplotlib.use('Agg')
+    import matplotlib.pyplot as plt
+
+    out_dir = pathlib.Path(out_dir)
+    fall_h = evaluation.config.rollout.fall_height
+    paths = []
+    fig, ax = plt.subplots(figsize=(6, 3.5))
+    for r in evaluation.runs:
+        ax.plot(r.time, r.root_pos[:, 2], label=f'seed {r.seed}')
+    ax.axhline(fall_h, color='k', ls='--', lw=1, label=f'fall ({fall_h} m)')
+    ax.set(xlabel='time [s]', ylabel='root height [m]', title='Root height')
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    paths.append(out_dir / PLOTS[0])
+    fig.savefig(paths[-1], dpi=100)
+    plt.close(fig)
+
+    fig, ax = plt.subplots(figsize=(6, 3.5))
+    mot = evaluation.motion
+    for r in evaluation.runs:
+        if mot is not None:
+            e = metrics.tracking_error_per_step(r.key_pos, mot.key_pos[r.frame]) * 100.0
+            ax.plot(r.time, e, label=f'seed {r.seed}')
+        else:
+            ach = metrics.base_velocity(r.root_quat, r.root_lin_vel, r.root_ang_vel)
+            ax.plot(r.time, np.linalg.norm(r.command[:, :2] - ach[:, :2], axis=-1),
+                    label=f'seed {r.seed}')
+    ax.set(xlabel='time [s]',
+           ylabel='key-point error [cm]' if mot is not None else 'velocity error [m/s]',
+           title='Tracking error')
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    paths.append(out_dir / PLOTS[1])
+    fig.savefig(paths[-1], dpi=100)
+    plt.close(fig)
+
+    fig, ax = plt.subplots(figsize=(6, 3.5))
+    depths = [r.penetration * 1e3 for r in evaluation.runs]
+    if any(d.size for d in depths):
+        ax.hist([d for d in depths if d.size], bins=40, stacked=True,
+                label=[f'seed {r.seed}' for r, d in zip(evaluation.runs, depths) if d.size])
+        ax.legend(fontsize=7)
+    ax.set(xlabel='foot penetration depth [mm]', ylabel='contacts x physics steps',
+           title='Foot penetration in MuJoCo')
+    fig.tight_layout()
+    paths.append(out_dir / PLOTS[2])
+    fig.savefig(paths[-1], dpi=100)
+    plt.close(fig)
+    return paths
+
+
+def write(evaluation, out_dir: Union[str, pathlib.Path], plots: bool = True) -> Dict:
+    """Write ``result.json``, ``report.md`` and the plots to ``out_dir``; return the JSON form."""
+    out_dir = pathlib.Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    result = evaluation.to_dict()
+    (out_dir / 'result.json').write_text(json.dumps(result, indent=2, default=_json_default))
+    (out_dir / 'report.md').write_text(markdown(result))
+    if plots:
+        plot(evaluation, out_dir)
+    return result
+
+
+def _json_default(o):
+    if isinstance(o, np.generic):
+        return o.item()
+    if isinstance(o, np.ndarray):
+        return o.tolist()
+    raise TypeError(f'not JSON serialisable: {type(o).__name__}')
+
+
+def table1_markdown(cells: Mapping, motions: Sequence[str], ks: Sequence[int]) -> str:
+    """
+    Table 1: falls and delta-d per motion and contact stiffness k.
+
+    ``cells[(motion, k)]`` is a summary dict or None (no policy found).
+    """
+    head = '| k | ' + ' | '.join(motions) + ' |'
+    lines = ['# Table 1: falls / delta-d [mm] in MuJoCo (SHAC+BCG)', '', head,
+             '|---|' + '---|' * len(motions)]
+    for k in ks:
+        row = []
+        for m in motions:
+            s = cells.get((m, k))
+            row.append('—' if s is None else
+                       f'{s["falls"]}/{s["runs"]} / {_fmt(s.get("delta_d_mm"), 1)}')
+        lines.append(f'| {k} | ' + ' | '.join(row) + ' |')
+    return '\n'.join(lines) + '\n'
+
+
+def table2_markdown(cells: Mapping, motions: Sequence[str], methods: Sequence[str]) -> str:
+    """Table 2: E_track [cm] per motion and method; ``cells[(motion, method)]`` as above."""
+    lines = ['# Table 2: E_track [cm] in MuJoCo', '',
+             '| method | ' + ' | '.join(motions) + ' |', '|---|' + '---|' * len(motions)]
+    for meth in methods:
+        row = []
+        for m in motions:
+            s = cells.get((m, meth))
+            row.append('—' if s is None else
+                       f'{_fmt(s.get("e_track_cm"), 1)} ({s["falls"]}/{s["runs"]} falls)')
+        lines.append(f'| {meth} | ' + ' | '.join(row) + ' |')
+    return '\n'.join(lines) + '\n'
+
+
+def missing_note(missing: Sequence[str]) -> Optional[str]:
+    """Return a line listing the policies a table expected and did not find."""
+    if not missing:
+        return None
+    return 'Not found (cells marked —): ' + ', '.join(f'`{m}`' for m in missing)

@@ -1,0 +1,336 @@
+"""
+Policy rollouts in MuJoCo (the C engine): the sim2sim half of the evaluation.
+
+Every physics step the joint PD runs on the policy's latest targets, with the
+G1's torque limits; the policy runs at its own period. Each run has its own
+seed, which draws the initial-state noise, the ground friction and the pushes.
+"""
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Callable, List, Optional, Sequence, Tuple
+
+import mujoco
+import numpy as np
+
+from bcg_ros import contract as ct
+from bcg_ros.eval.policy import Policy
+from bcg_ros.motion import Motion
+from bcg_ros.robot import g1
+from bcg_ros.robot.model import G1Model
+
+
+@dataclass(frozen=True)
+class RolloutConfig:
+    """How each run is set up and how long it lasts."""
+
+    duration: float = 0.0
+    """Simulated seconds per run; 0: the motion's length, or velocity_duration."""
+    velocity_duration: float = 10.0
+    """Simulated seconds per run of a velocity policy when duration is 0."""
+    max_sim_dt: float = g1.SIM_DT
+    """Longest physics step [s]; the model's own timestep is kept when it is finer."""
+    joint_noise: float = 0.02
+    """Initial joint angle noise, uniform +- this [rad]."""
+    root_vel_noise: float = 0.05
+    """Initial horizontal root velocity noise, normal with this std [m/s]."""
+    friction_range: Tuple[float, float] = (0.8, 1.2)
+    """Sliding friction of every geom is scaled by a factor uniform in this range."""
+    push_interval: float = 0.0
+    """Seconds between pushes; 0: no pushes."""
+    push_velocity: float = 0.5
+    """Horizontal velocity change of a push [m/s], random direction."""
+    fall_height: float = 0.3
+    """A run falls when the root (pelvis) height drops below this [m]."""
+    stop_on_fall: bool = False
+    """End a run at its fall instead of simulating the rest."""
+    seed: int = 0
+    """Run i uses seed + i."""
+
+    def __post_init__(self):
+        """Reject values that cannot describe a run, naming the field."""
+        for name in ('duration', 'velocity_duration', 'joint_noise', 'root_vel_noise',
+                     'push_interval', 'push_velocity'):
+            if getattr(self, name) < 0:
+                raise ValueError(f'RolloutConfig.{name} must be >= 0, got {getattr(self, name)}')
+        if not self.max_sim_dt > 0:
+            raise ValueError(f'RolloutConfig.max_sim_dt must be > 0, got {self.max_sim_dt}')
+        lo, hi = self.friction_range
+        if not 0 < lo <= hi:
+            raise ValueError(f'RolloutConfig.friction_range must be 0 < low <= high, '
+                             f'got {self.friction_range}')
+
+
+@dataclass(frozen=True)
+class Run:
+    """What one rollout recorded, one row per control step after the policy acted."""
+
+    seed: int
+    time: np.ndarray
+    """[T] simulated time [s] of each row."""
+    frame: np.ndarray
+    """[T] reference frame each row is compared with (-1 without a motion)."""
+    root_pos: np.ndarray
+    """[T, 3] pelvis position, world frame."""
+    root_quat: np.ndarray
+    """[T, 4] pelvis orientation (w, x, y, z)."""
+    root_lin_vel: np.ndarray
+    """[T, 3] pelvis linear velocity, world frame."""
+    root_ang_vel: np.ndarray
+    """[T, 3] pelvis angular velocity, pelvis frame."""
+    joint_pos: np.ndarray
+    """[T, 29] joint angles, motor order."""
+    key_pos: np.ndarray
+    """[T, len(g1.KEY_SITES), 3] key points, world frame."""
+    command: np.ndarray
+    """[T, 3] velocity command (vx, vy, wz) the policy saw."""
+    penetration: np.ndarray
+    """[N] depth [m] of every penetrating foot-sphere contact, over all physics steps."""
+    foot_contacts: np.ndarray
+    """[T, 8] whether each foot sphere touches the ground (g1.FOOT_SPHERES order)."""
+    friction_scale: float
+    pushes: int
+    sim_dt: float
+
+
+@dataclass(frozen=True)
+class StepView:
+    """What a watcher (the ROS node) sees after each control step of a run."""
+
+    run: int
+    step: int
+    time: float
+    qpos: np.ndarray
+    joint_pos: np.ndarray
+    """Motor order."""
+    foot_contacts: np.ndarray
+    foot_pos: np.ndarray
+    """[8, 3] foot sphere centres, world frame."""
+
+
+def at_rate(motion: Motion, fps: float) -> Motion:
+    """``motion`` resampled to ``fps`` (linear, quaternions renormalised); itself if it matches."""
+    if abs(motion.fps - fps) < 1e-9 * fps:
+        return motion
+    t_src = np.arange(motion.num_frames) / motion.fps
+    t = np.arange(int(np.floor(motion.duration * fps + 1e-9)) + 1) / fps
+
+    def lerp(a):
+        flat = a.reshape(a.shape[0], -1)
+        out = np.stack([np.interp(t, t_src, flat[:, i]) for i in range(flat.shape[1])], -1)
+        return out.reshape((t.shape[0],) + a.shape[1:])
+
+    q = motion.root_quat.copy()
+    # Keep consecutive quaternions in one hemisphere so that interpolating them is short.
+    q[1:] *= np.sign(np.sum(q[1:] * q[:-1], -1, keepdims=True) + 1e-12).cumprod(0)
+    q = lerp(q)
+    q /= np.linalg.norm(q, axis=-1, keepdims=True)
+    return Motion(motion.name, fps, lerp(motion.root_pos), q, lerp(motion.joint_pos),
+                  lerp(motion.joint_vel), lerp(motion.root_lin_vel), lerp(motion.root_ang_vel),
+                  lerp(motion.key_pos))
+
+
+def physics_dt(control_dt: float, model_dt: float, max_dt: float) -> Tuple[float, int]:
+    """Physics step and substeps per policy step: the model's own step when fine enough."""
+    dt = min(model_dt, max_dt)
+    n = int(round(control_dt / dt))
+    if n < 1 or abs(n * dt - control_dt) > 1e-9:
+        n = int(np.ceil(control_dt / dt - 1e-9))
+        dt = control_dt / n
+    return dt, n
+
+
+class _Robot:
+    """Index maps of one compiled G1 model, computed once."""
+
+    def __init__(self, g: G1Model):
+        m = g.model
+        self.g = g
+        self.key_bodies = np.array([mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_BODY, b)
+                                    for _, b, _ in g1.KEY_POINTS])
+        self.key_offsets = np.array([p for _, _, p in g1.KEY_POINTS])
+        self.foot_pos_bodies = np.array([mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_BODY, b)
+                                         for b, _ in g1.FOOT_SPHERES])
+        self.foot_pos_offsets = np.array([p for _, p in g1.FOOT_SPHERES])
+        # Foot sphere geoms, by body and position (the official model leaves them unnamed).
+        self.sphere_geom = np.full(len(g1.FOOT_SPHERES), -1)
+        for gid in range(m.ngeom):
+            if m.geom_type[gid] != mujoco.mjtGeom.mjGEOM_SPHERE:
+                continue
+            for k, (b, p) in enumerate(g1.FOOT_SPHERES):
+                if m.geom_bodyid[gid] == self.foot_pos_bodies[k] and \
+                        np.allclose(m.geom_pos[gid], p, atol=1e-6):
+                    self.sphere_geom[k] = gid
+        self.is_foot = np.zeros(m.ngeom, bool)
+        self.is_foot[self.sphere_geom[self.sphere_geom >= 0]] = True
+        self.sphere_of_geom = np.full(m.ngeom, -1)
+        for k, gid in enumerate(self.sphere_geom):
+            if gid >= 0:
+                self.sphere_of_geom[gid] = k
+
+    def key_pos(self, d: mujoco.MjData) -> np.ndarray:
+        r = d.xmat[self.key_bodies].reshape(-1, 3, 3)
+        return d.xpos[self.key_bodies] + np.einsum('kij,kj->ki', r, self.key_offsets)
+
+    def foot_pos(self, d: mujoco.MjData) -> np.ndarray:
+        r = d.xmat[self.foot_pos_bodies].reshape(-1, 3, 3)
+        return d.xpos[self.foot_pos_bodies] + np.einsum('kij,kj->ki', r, self.foot_pos_offsets)
+
+    def foot_contacts(self, d: mujoco.MjData) -> Tuple[np.ndarray, np.ndarray]:
+        """Depths of penetrating foot-sphere contacts, and which spheres touch."""
+        touching = np.zeros(len(g1.FOOT_SPHERES), bool)
+        if d.ncon == 0:
+            return np.zeros(0), touching
+        geom, dist = d.contact.geom, d.contact.dist
+        foot = self.is_foot[geom[:, 0]] | self.is_foot[geom[:, 1]]
+        k = np.maximum(self.sphere_of_geom[geom[foot, 0]], self.sphere_of_geom[geom[foot, 1]])
+        touching[k] = True
+        dfoot = dist[foot]
+        return -dfoot[dfoot < 0], touching
+
+
+def reference_obs(contract: ct.Contract, motion: Motion, motor_ids: np.ndarray,
+                  frame: int) -> ct.RefObs:
+    """Build reference frames frame+1 .. frame+REF_FUTURE (the last frame repeats past the end)."""
+    idx = np.minimum(np.arange(frame + 1, frame + 1 + ct.REF_FUTURE), motion.num_frames - 1)
+    return ct.RefObs(joint_pos=motion.joint_pos[idx][:, motor_ids],
+                     root_quat=motion.root_quat[idx], root_height=motion.root_pos[idx, 2])
+
+
+def run_once(policy: Policy, g: G1Model, seed: int, config: RolloutConfig = RolloutConfig(),
+             motion: Optional[Motion] = None, command: Sequence[float] = (0.0, 0.0, 0.0),
+             on_step: Optional[Callable[[StepView], None]] = None, run_index: int = 0,
+             robot: Optional[_Robot] = None) -> Run:
+    """One rollout of ``policy`` on model ``g``, from ``motion``'s first frame or standing."""
+    c = policy.contract
+    m = g.model
+    robot = robot or _Robot(g)
+    rng = np.random.default_rng(seed)
+    base_dt, base_friction = m.opt.timestep, m.geom_friction[:, 0].copy()
+    dt, n_sub = physics_dt(c.control_dt, base_dt, config.max_sim_dt)
+    if motion is not None:
+        motion = at_rate(motion, 1.0 / c.control_dt)
+        n_steps = motion.num_frames - 1
+        if config.duration > 0:
+            n_steps = min(n_steps, int(round(config.duration / c.control_dt)))
+    else:
+        dur = config.duration or config.velocity_duration
+        n_steps = int(round(dur / c.control_dt))
+    d = mujoco.MjData(m)
+    qadr, vadr, ids = g.qpos_adr, g.qvel_adr, policy.motor_ids
+    # Targets and gains of all 29 motors; joints the policy does not drive hold the default pose.
+    kp, kd = np.asarray(g1.DEFAULT_KP, float), np.asarray(g1.DEFAULT_KD, float)
+    kp[ids], kd[ids] = c.kp, c.kd
+    q_target = np.asarray(g1.DEFAULT_POSE, float)
+    q_target[ids] = c.default_pose
+    tau_lim = np.asarray(g1.TORQUE_LIMIT, float)
+    use_ctrl = bool(np.all(g.actuator_ids >= 0))
+    cmd = np.asarray(command, float)
+
+    friction = float(rng.uniform(*config.friction_range))
+    try:
+        m.opt.timestep = dt
+        m.geom_friction[:, 0] = base_friction * friction
+        if motion is not None:
+            d.qpos[:3], d.qpos[3:7] = motion.root_pos[0], motion.root_quat[0]
+            d.qpos[qadr] = motion.joint_pos[0]
+            d.qvel[:3] = motion.root_lin_vel[0]
+            # The free joint's angular velocity is in the body frame; the motion's in world.
+            d.qvel[3:6] = ct.quat_rotate_inverse(motion.root_quat[0], motion.root_ang_vel[0])
+            d.qvel[vadr] = motion.joint_vel[0]
+        else:
+            d.qpos[:] = g.standing_qpos()
+        d.qpos[qadr] += rng.uniform(-config.joint_noise, config.joint_noise, g1.NUM_JOINTS)
+        d.qvel[:2] += rng.normal(0.0, config.root_vel_noise, 2)
+        mujoco.mj_forward(m, d)
+
+        push_every = (int(round(config.push_interval / c.control_dt))
+                      if config.push_interval > 0 else 0)
+        rows = {k: [] for k in ('time', 'frame', 'root_pos', 'root_quat', 'root_lin_vel',
+                                'root_ang_vel', 'joint_pos', 'key_pos', 'command',
+                                'foot_contacts')}
+        depths, history, pushes = [], None, 0
+        last_action = np.zeros(c.num_joints)
+        for step in range(n_steps):
+            obs = ct.RobotObs(quat=d.qpos[3:7].copy(), gyro=d.qvel[3:6].copy(),
+                              joint_pos=d.qpos[qadr][ids], joint_vel=d.qvel[vadr][ids],
+                              last_action=last_action, command=cmd)
+            ref = (reference_obs(c, motion, ids, step)
+                   if motion is not None and c.uses_reference else None)
+            frame = ct.observation_frame(c, obs, ref)
+            history = (ct.init_history(c, frame) if history is None
+                       else ct.push_history(history, frame))
+            action = policy.act(ct.flatten(history))
+            last_action = action.astype(float)
+            q_target[ids] = c.action_to_targets(last_action)
+            if push_every and step > 0 and step % push_every == 0:
+                ang = rng.uniform(0.0, 2.0 * np.pi)
+                d.qvel[:2] += config.push_velocity * np.array([np.cos(ang), np.sin(ang)])
+                pushes += 1
+            touching = np.zeros(len(g1.FOOT_SPHERES), bool)
+            for _ in range(n_sub):
+                tau = np.clip(kp * (q_target - d.qpos[qadr]) - kd * d.qvel[vadr],
+                              -tau_lim, tau_lim)
+                if use_ctrl:
+                    d.ctrl[g.actuator_ids] = tau
+                else:
+                    d.qfrc_applied[vadr] = tau
+                mujoco.mj_step(m, d)
+                depth, touch = robot.foot_contacts(d)
+                if depth.size:
+                    depths.append(depth)
+                touching |= touch
+            # mj_step leaves xpos at the start of its step: bring kinematics to the final state.
+            mujoco.mj_kinematics(m, d)
+            key = robot.key_pos(d)
+            rows['time'].append((step + 1) * c.control_dt)
+            rows['frame'].append(step + 1 if motion is not None else -1)
+            rows['root_pos'].append(d.qpos[:3].copy())
+            rows['root_quat'].append(d.qpos[3:7].copy())
+            rows['root_lin_vel'].append(d.qvel[:3].copy())
+            rows['root_ang_vel'].append(d.qvel[3:6].copy())
+            rows['joint_pos'].append(d.qpos[qadr].copy())
+            rows['key_pos'].append(key)
+            rows['command'].append(cmd)
+            rows['foot_contacts'].append(touching)
+            if on_step is not None:
+                on_step(StepView(run_index, step, (step + 1) * c.control_dt, d.qpos.copy(),
+                                 d.qpos[qadr].copy(), touching, robot.foot_pos(d)))
+            if config.stop_on_fall and d.qpos[2] < config.fall_height:
+                break
+    finally:
+        m.opt.timestep = base_dt
+        m.geom_friction[:, 0] = base_friction
+    arr = {k: np.asarray(v) for k, v in rows.items()}
+    return Run(seed=seed, penetration=np.concatenate(depths) if depths else np.zeros(0),
+               friction_scale=friction, pushes=pushes, sim_dt=dt, **arr)
+
+
+def run_all(policy: Policy, g: G1Model, runs: int = 5,
+            config: RolloutConfig = RolloutConfig(), motion: Optional[Motion] = None,
+            command: Sequence[float] = (0.0, 0.0, 0.0),
+            on_step: Optional[Callable[[StepView], None]] = None,
+            progress: bool = False) -> List[Run]:
+    """Run ``runs`` rollouts, seeds config.seed, config.seed + 1, ... (progress bar on request)."""
+    if policy.contract.uses_reference and motion is None:
+        raise ct.ContractError(f'{policy.path}: the policy observes a reference motion '
+                               f'({policy.contract.motion_name or "unnamed"}); give one')
+    robot = _Robot(g)
+    bar = None
+    if progress:
+        from tqdm import tqdm
+        bar = tqdm(total=runs, desc=f'sim2sim {policy.path.name}', unit='run')
+    out = []
+    for i in range(runs):
+        out.append(run_once(policy, g, config.seed + i, config, motion, command, on_step, i,
+                            robot))
+        if bar is not None:
+            bar.update(1)
+    if bar is not None:
+        bar.close()
+    return out
+
+
+def with_overrides(config: RolloutConfig, **kw) -> RolloutConfig:
+    """Return a copy of ``config`` with the given fields replaced (unknown names raise)."""
+    return dataclasses.replace(config, **kw)
