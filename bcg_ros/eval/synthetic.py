@@ -145,7 +145,7 @@ def write_deploy_yaml(path: Union[str, pathlib.Path], contract: ct.Contract,
 
 def velocity_contract(joint_names: Sequence[str] = g1.JOINT_NAMES,
                       history: int = 1, action_scale: float = 0.25) -> ct.Contract:
-    """Return a velocity-tracking contract on the G1 in the unitree_rl_lab style, any joint order."""
+    """Return a velocity-tracking G1 contract in the unitree_rl_lab style, any joint order."""
     idx = [g1.joint_index(n) for n in joint_names]
     nj = len(joint_names)
     pick = (lambda v: tuple(float(v[i]) for i in idx))
