@@ -188,6 +188,21 @@ def _width(shape) -> Optional[int]:
     return last if isinstance(last, int) else None
 
 
+def _cross_check(path: pathlib.Path, meta: Mapping[str, str], contract: ct.Contract,
+                 source: str):
+    """Where the ONNX metadata also states joint names or the period, the deploy file must agree."""
+    if meta.get('joint_names'):
+        names = tuple(n.strip() for n in meta['joint_names'].split(','))
+        if names != contract.joint_names:
+            raise ct.ContractError(f'{path}: field joint_names: ONNX metadata {list(names)}, '
+                                   f'{source} {list(contract.joint_names)}')
+    if meta.get('control_dt'):
+        dt = float(meta['control_dt'])
+        if abs(dt - contract.control_dt) > 1e-9:
+            raise ct.ContractError(f'{path}: field control_dt: ONNX metadata {dt} s, '
+                                   f'{source} {contract.control_dt} s')
+
+
 def load_policy(path: Union[str, pathlib.Path],
                 deploy_yaml: Optional[Union[str, pathlib.Path]] = None,
                 threads: int = 1) -> Policy:
@@ -226,6 +241,8 @@ def load_policy(path: Union[str, pathlib.Path],
         raise ct.ContractError(f'{path}: no {ct.METADATA_KEY!r} metadata and no deploy.yaml '
                                f'beside it; pass one (metadata keys: {sorted(meta)})')
     contract.check_robot(g1.JOINT_NAMES, contract.control_dt, source=f'{path} ({source})')
+    if source != 'metadata':
+        _cross_check(path, meta, contract, source)
     inp, out = sess.get_inputs()[0], sess.get_outputs()[0]
     n_in, n_out = _width(inp.shape), _width(out.shape)
     if n_in is not None and n_in != contract.obs_size:
