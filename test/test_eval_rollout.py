@@ -1,0 +1,156 @@
+"""MuJoCo rollouts and whole evaluations on the G1, with policies the tests export."""
+
+import json
+
+import mujoco
+import numpy as np
+import pytest
+
+from bcg_ros import contract as ct
+from bcg_ros.eval import cli, report, synthetic
+from bcg_ros.eval.evaluator import EvalConfig, evaluate
+from bcg_ros.eval.policy import load_policy, TRAIN_PENETRATION_KEY
+from bcg_ros.eval.rollout import physics_dt, RolloutConfig, run_once
+from bcg_ros.robot import g1
+from bcg_ros.robot import model as g1_model
+
+QUIET = RolloutConfig(joint_noise=0.0, root_vel_noise=0.0, friction_range=(1.0, 1.0))
+
+
+@pytest.fixture(scope='module')
+def g():
+    return g1_model.load()
+
+
+@pytest.fixture(scope='module')
+def stand(g):
+    return synthetic.held_pose_motion(g, seconds=2.0)
+
+
+@pytest.fixture(scope='module')
+def zeros_policy(tmp_path_factory, stand):
+    c = ct.imitation_contract('stand', stand.num_frames)
+    path = synthetic.save_policy(tmp_path_factory.mktemp('zeros') / 'policy.onnx', c,
+                                 extra_metadata={TRAIN_PENETRATION_KEY: '3.0'})
+    return load_policy(path)
+
+
+def test_physics_step_is_the_models_when_fine_enough():
+    assert physics_dt(0.02, 0.005, 0.005) == (0.005, 4)
+    assert physics_dt(0.02, 0.002, 0.005) == (0.002, 10)
+    dt, n = physics_dt(0.02, 0.01, 0.005)
+    assert (dt, n) == (0.005, 4)
+    dt, n = physics_dt(0.0217, 0.005, 0.005)
+    assert n == 5 and dt == pytest.approx(0.0217 / 5)
+
+
+def test_free_fall_falls_at_the_hand_computed_time(g, zeros_policy, tmp_path):
+    # Without a floor and with the pose held (no noise), the robot falls as one rigid body:
+    # z(t) = z0 - g t^2 / 2, below 0.3 m at t* = sqrt(2 (z0 - 0.3) / g).
+    spec = mujoco.MjSpec.from_file(str(g1_model.DEFAULT_MJCF))
+    spec.delete(spec.geom('floor'))
+    path = tmp_path / 'g1_no_floor.xml'
+    path.write_text(spec.to_xml())
+    floating = g1_model.load(path)
+    motion = synthetic.held_pose_motion(floating, seconds=1.0)
+    run = run_once(zeros_policy, floating, 0, QUIET, motion)
+    z0 = motion.root_pos[0, 2]
+    t_star = np.sqrt(2.0 * (z0 - 0.3) / 9.81)
+    from bcg_ros.eval import metrics
+    m = metrics.run_metrics(run, motion)
+    assert m['fell']
+    # Rows are 0.02 s apart: the first row below 0.3 m is within one row of t*.
+    assert t_star <= m['fall_time'] + 1e-9 <= t_star + 0.02 + 1e-9
+    assert run.penetration.size == 0
+
+
+def test_zeros_policy_stands_and_tracks_the_held_pose(g, zeros_policy, stand):
+    ev = evaluate(EvalConfig(runs=3), motion=stand, policy=zeros_policy, g=g)
+    s = ev.summary
+    assert s['falls'] == 0
+    assert 0.0 < s['penetration_mm'] < 3.0
+    assert s['delta_d_mm'] == pytest.approx(3.0 - s['penetration_mm'])
+    assert s['e_track_cm'] < 3.0
+    assert s['joint_error_rad'] < 0.05
+    # Per-run seeds: the friction draws differ, and so do the runs.
+    assert len({r['friction_scale'] for r in ev.per_run}) == 3
+    assert ev.runs[0].sim_dt == g1.SIM_DT
+
+
+def test_known_key_point_offset(g, zeros_policy, stand):
+    # Shift the reference key points (not the root) by (3, 4, 0) cm: E_track and the
+    # anchor-relative error must be 5 cm give or take the untouched run's own error.
+    base = evaluate(EvalConfig(runs=1, rollout=QUIET), motion=stand, policy=zeros_policy, g=g)
+    off = np.array([0.03, 0.04, 0.0])
+    shifted = type(stand)(**{**stand.__dict__, 'key_pos': stand.key_pos + off})
+    ev = evaluate(EvalConfig(runs=1, rollout=QUIET), motion=shifted, policy=zeros_policy, g=g)
+    e0, a0 = base.summary['e_track_cm'], base.summary['anchor_error_cm']
+    assert e0 < 2.0
+    assert 5.0 - e0 - 1e-6 <= ev.summary['e_track_cm'] <= 5.0 + e0 + 1e-6
+    assert 5.0 - a0 - 1e-6 <= ev.summary['anchor_error_cm'] <= 5.0 + a0 + 1e-6
+
+
+def test_large_constant_action_falls(g, stand, tmp_path):
+    c = ct.imitation_contract('stand', stand.num_frames)
+    path = synthetic.save_policy(tmp_path / 'fall.onnx', c, bias=6.0)
+    cfg = EvalConfig(runs=2, rollout=RolloutConfig(stop_on_fall=True))
+    ev = evaluate(cfg, motion=stand, policy=load_policy(path), g=g)
+    assert ev.summary['falls'] == 2
+    assert all(0.0 < r['fall_time'] < 2.0 for r in ev.per_run)
+
+
+def test_pushes_are_applied(g, zeros_policy, stand):
+    cfg = RolloutConfig(push_interval=0.5, push_velocity=0.3)
+    run = run_once(zeros_policy, g, 3, cfg, stand)
+    assert run.pushes == 3
+
+
+def test_deploy_yaml_policy_runs_with_no_code_change(g, tmp_path):
+    """A policy exported elsewhere (IsaacLab order, per-term history) runs from its files."""
+    c = synthetic.velocity_contract(synthetic.isaaclab_joint_order(), history=2)
+    root = tmp_path / 'unitree_rl_lab_run'
+    onnx_path = synthetic.save_policy(root / 'exported' / 'policy.onnx', None,
+                                      obs_size=c.obs_size)
+    synthetic.write_deploy_yaml(root / 'params' / 'deploy.yaml', c)
+    out = tmp_path / 'report'
+    rc = cli.main([str(onnx_path), '--command', '0.4', '0.0', '0.0', '--runs', '2',
+                   '--duration', '2.0', '--out', str(out), '--quiet'])
+    assert rc == 0
+    result = json.loads((out / 'result.json').read_text())
+    assert result['contract_source'].endswith('deploy.yaml')
+    s = result['summary']
+    assert s['falls'] == 0
+    # The zeros policy stands still, so the whole commanded 0.4 m/s is missed.
+    assert s['lin_vel_error'] == pytest.approx(0.4, abs=0.05)
+    for name in ('report.md',) + report.PLOTS:
+        assert (out / name).stat().st_size > 0
+    assert '| 0/2 |' in (out / 'report.md').read_text()
+
+
+def test_cli_reports_a_contract_error(tmp_path, capsys):
+    c = ct.imitation_contract()
+    path = synthetic.save_policy(tmp_path / 'p.onnx', c, obs_size=c.obs_size + 1)
+    assert cli.main([str(path), '--quiet']) == 2
+    assert 'obs_size' in capsys.readouterr().err
+
+
+def test_table1_from_a_runs_directory(g, stand, tmp_path, monkeypatch):
+    # The tables read motions by name; here every name resolves to the held pose.
+    from bcg_ros.eval import evaluator
+    monkeypatch.setattr(evaluator, 'resolve_motion', lambda spec, dt: stand)
+    c = ct.imitation_contract('stand', stand.num_frames)
+    synthetic.save_policy(tmp_path / 'runs' / 'jump' / 'shac_bcg_k300' / 'policy.onnx', c,
+                          extra_metadata={TRAIN_PENETRATION_KEY: '3.0'})
+    synthetic.save_policy(tmp_path / 'runs' / 'jump' / 'shac_bcg_k50' / 'policy.onnx', c,
+                          bias=6.0)
+    rc = cli.main(['table1', '--runs-dir', str(tmp_path / 'runs'), '--motions', 'jump',
+                   '--k', '50', '300', '--runs', '2', '--no-plots', '--quiet',
+                   '--stop-on-fall'])
+    assert rc == 0
+    md = (tmp_path / 'runs' / 'table1' / 'table1.md').read_text()
+    assert '| 50 | 2/2 / — |' in md
+    assert '| 300 | 0/2 / ' in md
+    rc = cli.main(['table2', '--runs-dir', str(tmp_path / 'runs'), '--motions', 'jump',
+                   '--runs', '1', '--no-plots', '--quiet'])
+    md2 = (tmp_path / 'runs' / 'table2' / 'table2.md').read_text()
+    assert rc == 0 and 'ppo' in md2 and 'Not found' in md2
