@@ -35,11 +35,10 @@ def zeros_policy(tmp_path_factory, stand):
     return load_policy(path)
 
 
-def test_physics_step_is_the_models_when_fine_enough():
-    assert physics_dt(0.02, 0.005, 0.005) == (0.005, 4)
-    assert physics_dt(0.02, 0.002, 0.005) == (0.002, 10)
-    dt, n = physics_dt(0.02, 0.01, 0.005)
-    assert (dt, n) == (0.005, 4)
+def test_physics_step_divides_the_policy_period():
+    assert physics_dt(0.02, 0.002, 0.005) == (0.005, 4)
+    assert physics_dt(0.02, 0.002, 0.0) == (0.002, 10)
+    assert physics_dt(0.02, 0.01, 0.0025) == (0.0025, 8)
     dt, n = physics_dt(0.0217, 0.005, 0.005)
     assert n == 5 and dt == pytest.approx(0.0217 / 5)
 

@@ -44,6 +44,9 @@ def _common(p: argparse.ArgumentParser):
                    help='seconds between random pushes (default: none)')
     p.add_argument('--push-velocity', type=float, default=0.5, help='push size [m/s]')
     p.add_argument('--stop-on-fall', action='store_true', help='end a run when it falls')
+    p.add_argument('--sim-dt', type=float, default=RolloutConfig.sim_dt,
+                   help='physics step [s] (default: the training simulator\'s 0.005; '
+                        '0: the model file\'s own)')
     p.add_argument('--no-plots', action='store_true', help='skip the PNG plots')
     p.add_argument('--quiet', action='store_true', help='no progress bar')
 
@@ -51,7 +54,7 @@ def _common(p: argparse.ArgumentParser):
 def _rollout(args) -> RolloutConfig:
     return RolloutConfig(duration=args.duration, push_interval=args.push_interval,
                          push_velocity=args.push_velocity, stop_on_fall=args.stop_on_fall,
-                         seed=args.seed)
+                         sim_dt=args.sim_dt, seed=args.seed)
 
 
 def _one(argv: List[str]) -> int:

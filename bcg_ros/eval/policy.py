@@ -190,7 +190,7 @@ def _width(shape) -> Optional[int]:
 
 def _cross_check(path: pathlib.Path, meta: Mapping[str, str], contract: ct.Contract,
                  source: str):
-    """Where the ONNX metadata also states joint names or the period, the deploy file must agree."""
+    """Check joint names and period the ONNX metadata also states against the deploy file."""
     if meta.get('joint_names'):
         names = tuple(n.strip() for n in meta['joint_names'].split(','))
         if names != contract.joint_names:

@@ -6,6 +6,7 @@ G1's torque limits; the policy runs at its own period. Each run has its own
 seed, which draws the initial-state noise, the ground friction and the pushes.
 """
 
+import copy
 import dataclasses
 from dataclasses import dataclass
 from typing import Callable, List, Optional, Sequence, Tuple
@@ -28,8 +29,8 @@ class RolloutConfig:
     """Simulated seconds per run; 0: the motion's length, or velocity_duration."""
     velocity_duration: float = 10.0
     """Simulated seconds per run of a velocity policy when duration is 0."""
-    max_sim_dt: float = g1.SIM_DT
-    """Longest physics step [s]; the model's own timestep is kept when it is finer."""
+    sim_dt: float = g1.SIM_DT
+    """Physics step [s], the training simulator's by default; 0: the model file's own."""
     joint_noise: float = 0.02
     """Initial joint angle noise, uniform +- this [rad]."""
     root_vel_noise: float = 0.05
@@ -46,15 +47,16 @@ class RolloutConfig:
     """End a run at its fall instead of simulating the rest."""
     seed: int = 0
     """Run i uses seed + i."""
+    python_pd: bool = False
+    """Compute the PD here each physics step and sample contacts every physics step
+    (slower) instead of MuJoCo's PD actuators and contacts once per policy step."""
 
     def __post_init__(self):
         """Reject values that cannot describe a run, naming the field."""
-        for name in ('duration', 'velocity_duration', 'joint_noise', 'root_vel_noise',
-                     'push_interval', 'push_velocity'):
+        for name in ('duration', 'velocity_duration', 'sim_dt', 'joint_noise',
+                     'root_vel_noise', 'push_interval', 'push_velocity'):
             if getattr(self, name) < 0:
                 raise ValueError(f'RolloutConfig.{name} must be >= 0, got {getattr(self, name)}')
-        if not self.max_sim_dt > 0:
-            raise ValueError(f'RolloutConfig.max_sim_dt must be > 0, got {self.max_sim_dt}')
         lo, hi = self.friction_range
         if not 0 < lo <= hi:
             raise ValueError(f'RolloutConfig.friction_range must be 0 < low <= high, '
@@ -130,9 +132,9 @@ def at_rate(motion: Motion, fps: float) -> Motion:
                   lerp(motion.key_pos))
 
 
-def physics_dt(control_dt: float, model_dt: float, max_dt: float) -> Tuple[float, int]:
-    """Physics step and substeps per policy step: the model's own step when fine enough."""
-    dt = min(model_dt, max_dt)
+def physics_dt(control_dt: float, model_dt: float, sim_dt: float) -> Tuple[float, int]:
+    """Physics step and substeps per policy step: ``sim_dt`` (0: ``model_dt``), made to divide."""
+    dt = sim_dt if sim_dt > 0 else model_dt
     n = int(round(control_dt / dt))
     if n < 1 or abs(n * dt - control_dt) > 1e-9:
         n = int(np.ceil(control_dt / dt - 1e-9))
@@ -144,8 +146,17 @@ class _Robot:
     """Index maps of one compiled G1 model, computed once."""
 
     def __init__(self, g: G1Model):
-        m = g.model
+        # A private copy: runs change its friction, timestep and actuators.
+        m = self.model = copy.deepcopy(g.model)
         self.g = g
+        # The joint PD runs inside MuJoCo (every physics step, in C) when each joint has a
+        # plain joint motor: its actuator becomes kp (target - q) - kd qd, clamped to the
+        # torque limit. Otherwise the PD runs here, once per physics step.
+        a = g.actuator_ids
+        self.native_pd = bool(np.all(a >= 0)) and bool(
+            np.all(m.actuator_trntype[a] == mujoco.mjtTrn.mjTRN_JOINT)
+            and np.allclose(m.actuator_gear[a, 0], 1.0)
+            and np.all(m.actuator_dyntype[a] == mujoco.mjtDyn.mjDYN_NONE))
         self.key_bodies = np.array([mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_BODY, b)
                                     for _, b, _ in g1.KEY_POINTS])
         self.key_offsets = np.array([p for _, _, p in g1.KEY_POINTS])
@@ -167,6 +178,21 @@ class _Robot:
         for k, gid in enumerate(self.sphere_geom):
             if gid >= 0:
                 self.sphere_of_geom[gid] = k
+
+    def set_gains(self, kp: np.ndarray, kd: np.ndarray, tau_lim: np.ndarray):
+        """Turn the joint motors into PD actuators with these gains (motor order)."""
+        m, a = self.model, self.g.actuator_ids
+        m.actuator_gaintype[a] = mujoco.mjtGain.mjGAIN_FIXED
+        m.actuator_gainprm[a, :] = 0.0
+        m.actuator_gainprm[a, 0] = kp
+        m.actuator_biastype[a] = mujoco.mjtBias.mjBIAS_AFFINE
+        m.actuator_biasprm[a, :] = 0.0
+        m.actuator_biasprm[a, 1] = -kp
+        m.actuator_biasprm[a, 2] = -kd
+        m.actuator_ctrllimited[a] = 0
+        m.actuator_forcelimited[a] = 1
+        m.actuator_forcerange[a, 0] = -tau_lim
+        m.actuator_forcerange[a, 1] = tau_lim
 
     def key_pos(self, d: mujoco.MjData) -> np.ndarray:
         r = d.xmat[self.key_bodies].reshape(-1, 3, 3)
@@ -203,11 +229,11 @@ def run_once(policy: Policy, g: G1Model, seed: int, config: RolloutConfig = Roll
              robot: Optional[_Robot] = None) -> Run:
     """One rollout of ``policy`` on model ``g``, from ``motion``'s first frame or standing."""
     c = policy.contract
-    m = g.model
     robot = robot or _Robot(g)
+    m = robot.model
     rng = np.random.default_rng(seed)
     base_dt, base_friction = m.opt.timestep, m.geom_friction[:, 0].copy()
-    dt, n_sub = physics_dt(c.control_dt, base_dt, config.max_sim_dt)
+    dt, n_sub = physics_dt(c.control_dt, base_dt, config.sim_dt)
     if motion is not None:
         motion = at_rate(motion, 1.0 / c.control_dt)
         n_steps = motion.num_frames - 1
@@ -224,7 +250,9 @@ def run_once(policy: Policy, g: G1Model, seed: int, config: RolloutConfig = Roll
     q_target = np.asarray(g1.DEFAULT_POSE, float)
     q_target[ids] = c.default_pose
     tau_lim = np.asarray(g1.TORQUE_LIMIT, float)
-    use_ctrl = bool(np.all(g.actuator_ids >= 0))
+    native = robot.native_pd and not config.python_pd
+    if native:
+        robot.set_gains(kp, kd, tau_lim)
     cmd = np.asarray(command, float)
 
     friction = float(rng.uniform(*config.friction_range))
@@ -267,19 +295,28 @@ def run_once(policy: Policy, g: G1Model, seed: int, config: RolloutConfig = Roll
                 ang = rng.uniform(0.0, 2.0 * np.pi)
                 d.qvel[:2] += config.push_velocity * np.array([np.cos(ang), np.sin(ang)])
                 pushes += 1
-            touching = np.zeros(len(g1.FOOT_SPHERES), bool)
-            for _ in range(n_sub):
-                tau = np.clip(kp * (q_target - d.qpos[qadr]) - kd * d.qvel[vadr],
-                              -tau_lim, tau_lim)
-                if use_ctrl:
-                    d.ctrl[g.actuator_ids] = tau
-                else:
-                    d.qfrc_applied[vadr] = tau
-                mujoco.mj_step(m, d)
-                depth, touch = robot.foot_contacts(d)
+            if native:
+                d.ctrl[g.actuator_ids] = q_target
+                mujoco.mj_step(m, d, n_sub)
+                # Contacts of the last physics step: the depth is sampled once per policy
+                # step, an unbiased sample of its time average.
+                depth, touching = robot.foot_contacts(d)
                 if depth.size:
                     depths.append(depth)
-                touching |= touch
+            else:
+                touching = np.zeros(len(g1.FOOT_SPHERES), bool)
+                for _ in range(n_sub):
+                    tau = np.clip(kp * (q_target - d.qpos[qadr]) - kd * d.qvel[vadr],
+                                  -tau_lim, tau_lim)
+                    if robot.native_pd:
+                        d.ctrl[g.actuator_ids] = tau
+                    else:
+                        d.qfrc_applied[vadr] = tau
+                    mujoco.mj_step(m, d)
+                    depth, touch = robot.foot_contacts(d)
+                    if depth.size:
+                        depths.append(depth)
+                    touching |= touch
             # mj_step leaves xpos at the start of its step: bring kinematics to the final state.
             mujoco.mj_kinematics(m, d)
             key = robot.key_pos(d)
