@@ -28,24 +28,29 @@ die() { printf '[build_unitree_hg] error: %s\n' "$*" >&2; exit 1; }
 py="${VIRTUAL_ENV}/bin/python"
 [[ -x "${py}" ]] || die "no python at ${py}"
 
-# A unitree_hg that is importable and does not come from this script's workspace
-# is the real one from a unitree_ros2 install: use it and build nothing.
+# A unitree_hg that is importable and was not built by this script (in any
+# workspace: each one carries a .bcg_ros_unitree_hg_ws marker at its root) is the
+# real one from a unitree_ros2 install: use it and build nothing.
 existing="$("${py}" - <<'EOF' 2>/dev/null || true
 import os
 try:
     import unitree_hg.msg
     unitree_hg.msg.LowCmd()
-    print(os.path.realpath(os.path.dirname(unitree_hg.__file__)))
 except Exception:
-    pass
+    raise SystemExit
+path = os.path.realpath(os.path.dirname(unitree_hg.__file__))
+root = path.rpartition(os.sep + 'install' + os.sep + 'unitree_hg' + os.sep)[0]
+if not (root and os.path.isfile(os.path.join(root, '.bcg_ros_unitree_hg_ws'))):
+    print(path)
 EOF
 )"
-mkdir -p "${ws}"
-ws="$(cd "${ws}" && pwd -P)"
-if [[ -n "${existing}" && "${existing}" != "${ws}/"* ]]; then
+if [[ -n "${existing}" ]]; then
     log "unitree_hg is already provided by ${existing}; nothing to do."
     exit 0
 fi
+mkdir -p "${ws}"
+ws="$(cd "${ws}" && pwd -P)"
+touch "${ws}/.bcg_ros_unitree_hg_ws"
 
 install_prefix="${ws}/install/unitree_hg"
 site_rel="lib/python$("${py}" -c 'import sys; print("%d.%d" % sys.version_info[:2])')/site-packages"
