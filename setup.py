@@ -9,6 +9,8 @@ PACKAGE = 'bcg_ros'
 # name = module:function. An executable is listed once a module implements it.
 CONSOLE_SCRIPTS = [
     'bcg-bench = bcg_ros.bench.cli:main',
+    'bcg-eval = bcg_ros.eval.cli:main',
+    'evaluator_node = bcg_ros.nodes.evaluator_node:main',
 ]
 
 setup(
