@@ -39,7 +39,7 @@ def test_deploy_yaml_translates_joint_order_and_motor_order_gains(tmp_path):
 
 
 def test_isaaclab_history_is_per_term_oldest_first():
-    """IsaacLab stacks history per term, oldest frame first, terms in their listed order."""
+    """History in IsaacLab is per term, oldest frame first, terms in their listed order."""
     d = {'joint_ids_map': list(range(29)), 'step_dt': 0.02,
          'stiffness': list(g1.DEFAULT_KP), 'damping': list(g1.DEFAULT_KD),
          'default_joint_pos': [0.0] * 29,
