@@ -1,0 +1,194 @@
+"""Bundled Contact Gradients: a drop-in wrapper of the control step.
+
+At a control step where some sphere's normal force exceeds ``tau`` (a stiff
+contact), the env's state is split into B branches: the contacting foot's
+position and velocity are offset by ``dp ~ N(0, sigma_p^2 I)`` and
+``dv ~ N(0, sigma_v^2 I)``, mapped to joint space by the damped pseudo-inverse
+of that foot's Jacobian, ``dq = J^T (J J^T + lambda I)^-1 dp`` (same for dv).
+The offsets are constants of the backward pass (stop_gradient). The branches
+advance H control steps under the actions the rollout gives (the same for all
+branches); the state the caller sees, which drives policy, reward and critic,
+is the arithmetic mean of the branches, and after H steps the branches collapse
+into that mean. The backward pass therefore averages the branches'
+sensitivities across the stiff contact, while the forward rollout stays stiff.
+
+Per env: only envs that triggered (or are inside a bundle) take the bundle,
+selected with ``jnp.where`` inside ``vmap``; the batched step skips the branch
+work entirely (``lax.cond`` over the whole batch) when no env needs it. With
+``BCGConfig.enabled = False`` the wrapper is exactly :func:`sim.step`.
+
+Usage::
+
+    state = bcg.init(sim, cfg, sim_state)            # or init_batch
+    state, info = bcg.step_batch(sim, cfg, state, actions, key)
+    state.sim                                         # what the policy observes
+"""
+
+from dataclasses import dataclass
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from bcg_ros.core import sim as simulator
+
+
+@dataclass(frozen=True)
+class BCGConfig:
+    """Every parameter of the bundle; defaults are the paper's."""
+
+    enabled: bool = True
+    """False: the wrapper is the plain control step, bit for bit."""
+    tau: float = 400.0
+    """Trigger [N]: bundle when any sphere's normal force in the step exceeds it."""
+    branches: int = 10
+    """B: number of branches."""
+    sigma_p: float = 0.01
+    """Std [m] of the Cartesian position offset of the contacting foot."""
+    sigma_v: float = 0.02
+    """Std [m/s] of the Cartesian velocity offset of the contacting foot."""
+    damping: float = 1e-4
+    """lambda: damping of the foot Jacobian's pseudo-inverse."""
+    horizon: int = 2
+    """H: control steps a bundle lasts before it collapses to its mean."""
+
+    def __post_init__(self):
+        """Reject values the bundle cannot run with, naming the field."""
+        for name in ('branches', 'horizon'):
+            if int(getattr(self, name)) < 1:
+                raise ValueError(f'BCGConfig.{name}: must be >= 1, got {getattr(self, name)}')
+        for name in ('tau', 'sigma_p', 'sigma_v', 'damping'):
+            if getattr(self, name) < 0:
+                raise ValueError(f'BCGConfig.{name}: must be >= 0, got {getattr(self, name)}')
+
+
+@jax.tree_util.register_dataclass
+@dataclass(frozen=True)
+class BCGState:
+    """One env's state under BCG (leading env axis when batched)."""
+
+    sim: simulator.SimState
+    """The state the rollout continues from: the plain state, or the branch mean."""
+    branches: simulator.SimState
+    """[B, ...] branch states while a bundle is open (unused otherwise)."""
+    left: jax.Array
+    """Control steps the open bundle still has to run (0: no bundle open)."""
+
+
+@jax.tree_util.register_dataclass
+@dataclass(frozen=True)
+class BCGInfo:
+    """StepInfo of the step (the branch mean where bundled) and what BCG did."""
+
+    step: simulator.StepInfo
+    triggered: jax.Array
+    """A bundle started at this step."""
+    bundled: jax.Array
+    """The step ran as a bundle (started now or still open)."""
+
+
+def init(sim: simulator.Sim, cfg: BCGConfig, state: simulator.SimState) -> BCGState:
+    """BCGState of one env with no bundle open."""
+    branches = jax.tree.map(lambda x: jnp.broadcast_to(x, (cfg.branches,) + x.shape), state)
+    return BCGState(state, branches, jnp.zeros((), jnp.int32))
+
+
+init_batch = jax.vmap(init, in_axes=(None, None, 0))
+""":func:`init` over a leading env axis."""
+
+
+def normalize_quats(sim: simulator.Sim, qpos: jax.Array) -> jax.Array:
+    """Put the quaternions of free and ball joints back on the unit sphere."""
+    for t, q, _ in sim.joints:
+        if t in (0, 1):
+            a = q + 3 if t == 0 else q
+            quat = qpos[..., a:a + 4]
+            qpos = qpos.at[..., a:a + 4].set(quat / jnp.linalg.norm(quat, axis=-1, keepdims=True))
+    return qpos
+
+
+def foot_offsets(sim: simulator.Sim, cfg: BCGConfig, state: simulator.SimState,
+                 normal_force: jax.Array, key: jax.Array):
+    """Joint-space position and velocity offsets [B, nv] of the contacting feet.
+
+    A foot is contacting when one of its spheres' normal force exceeds tau; each
+    such foot gets its own Cartesian offsets, mapped through its Jacobian.
+    """
+    _, jac = simulator.foot_jacobians(sim, state)                     # [F, 3, nv]
+    nfeet = len(sim.foot_body)
+    foot_of = jnp.asarray(np.asarray(sim.sphere_foot))
+    foot_force = jax.ops.segment_max(normal_force, foot_of, num_segments=nfeet)
+    contacting = (foot_force > cfg.tau).astype(sim.dtype)             # [F]
+    key_p, key_v = jax.random.split(key)
+    dp = cfg.sigma_p * jax.random.normal(key_p, (cfg.branches, nfeet, 3), sim.dtype)
+    dv = cfg.sigma_v * jax.random.normal(key_v, (cfg.branches, nfeet, 3), sim.dtype)
+    gram = jac @ jnp.swapaxes(jac, -1, -2) + cfg.damping * jnp.eye(3, dtype=sim.dtype)
+
+    def to_joints(dx):                                                 # [B, F, 3] -> [B, nv]
+        y = jnp.linalg.solve(gram[None], dx[..., None])[..., 0]        # [B, F, 3]
+        dq = jnp.einsum('fkn,bfk->bfn', jac, y)
+        return jnp.einsum('f,bfn->bn', contacting, dq)
+
+    return jax.lax.stop_gradient(to_joints(dp)), jax.lax.stop_gradient(to_joints(dv))
+
+
+def _branch_mean(sim, branches: simulator.SimState) -> simulator.SimState:
+    qpos = normalize_quats(sim, jnp.mean(branches.qpos, axis=0))
+    return simulator.SimState(qpos, jnp.mean(branches.qvel, axis=0))
+
+
+def _bundle(sim, cfg, state: BCGState, plain, info, action, key):
+    """One env's step given its plain step: start, continue or skip a bundle."""
+    open_ = state.left > 0
+    triggered = jnp.logical_and(~open_, jnp.max(info.normal_force) > cfg.tau)
+    bundled = jnp.logical_or(open_, triggered)
+    dq, dv = foot_offsets(sim, cfg, state.sim, info.normal_force, key)
+    start = simulator.SimState(
+        jax.vmap(lambda d: simulator.integrate_qpos(sim, state.sim.qpos, d, 1.0))(dq),
+        state.sim.qvel[None] + dv)
+    begin = jax.tree.map(lambda a, b: jnp.where(open_, a, b), state.branches, start)
+    branches, binfo = jax.vmap(simulator.step, in_axes=(None, 0, None))(sim, begin, action)
+    mean = _branch_mean(sim, branches)
+    left = jnp.where(triggered, cfg.horizon - 1, jnp.maximum(state.left - 1, 0))
+    pick = lambda a, b: jnp.where(bundled, a, b)                      # noqa: E731
+    new = BCGState(jax.tree.map(pick, mean, plain), branches, left.astype(jnp.int32))
+    step_info = jax.tree.map(pick, jax.tree.map(lambda x: jnp.mean(x, axis=0), binfo), info)
+    return new, BCGInfo(step_info, triggered, bundled)
+
+
+def _passthrough(plain, info, state: BCGState):
+    false = jnp.zeros(state.left.shape, bool)
+    return (BCGState(plain, state.branches, jnp.zeros_like(state.left)),
+            BCGInfo(info, false, false))
+
+
+def step(sim: simulator.Sim, cfg: BCGConfig, state: BCGState, action, key):
+    """One env's control step under BCG: (BCGState, BCGInfo)."""
+    plain, info = simulator.step(sim, state.sim, action)
+    if not cfg.enabled:
+        return _passthrough(plain, info, state)
+    return _bundle(sim, cfg, state, plain, info, action, key)
+
+
+def step_batch(sim: simulator.Sim, cfg: BCGConfig, state: BCGState, action, key):
+    """:func:`step` over a leading env axis; one key for the batch.
+
+    The branch work runs only when at least one env of the batch triggers or has
+    a bundle open (``lax.cond`` on the whole batch, never a Python branch per env).
+    """
+    plain, info = simulator.step_batch(sim, state.sim, action)
+    if not cfg.enabled:
+        return _passthrough(plain, info, state)
+    keys = jax.random.split(key, state.left.shape[0])
+    need = jnp.any(state.left > 0) | jnp.any(jnp.max(info.normal_force, axis=-1) > cfg.tau)
+    bundle = jax.vmap(_bundle, in_axes=(None, None, 0, 0, 0, 0, 0))
+    return jax.lax.cond(
+        need,
+        lambda: bundle(sim, cfg, state, plain, info, action, keys),
+        lambda: _passthrough(plain, info, state))
+
+
+def rollout_batch(sim: simulator.Sim, cfg: BCGConfig, state: BCGState, actions, key):
+    """T control steps of a batch under ``actions`` [T, N, A]: (state, BCGInfo [T])."""
+    keys = jax.random.split(key, actions.shape[0])
+    return jax.lax.scan(lambda s, x: step_batch(sim, cfg, s, x[0], x[1]), state, (actions, keys))
