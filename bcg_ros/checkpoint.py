@@ -1,0 +1,82 @@
+"""
+Training checkpoints: the whole learner state as arrays, written atomically.
+
+A checkpoint is one ``.npz`` file: every leaf of the learner state (networks,
+optimisers, normalisers, discriminator and replay buffer, the environments'
+state) as ``leaf_00000 ...`` in tree order, and ``meta``, a JSON string with
+the iteration, the random key, the configuration and the history so far.
+The tree structure is not stored: it comes from a freshly initialised state
+of the same configuration, so loading needs no pickle and a mismatch (another
+configuration, another version) fails naming the file and the leaf.
+
+Writes go to a temporary file in the same folder, are flushed to disk and
+then renamed over the old checkpoint (``os.replace``), so a run killed at any
+moment leaves either the previous checkpoint or the new one, never half of one.
+"""
+
+import json
+import os
+import pathlib
+import tempfile
+from typing import Any, Dict, Tuple
+
+import jax
+import numpy as np
+
+FORMAT_VERSION = 1
+
+
+class CheckpointError(ValueError):
+    """A checkpoint that is unreadable or does not fit the state it is loaded into."""
+
+
+def save(path, state: Any, meta: Dict) -> pathlib.Path:
+    """Write ``state`` (a pytree of arrays) and ``meta`` (JSON-able) to ``path`` atomically."""
+    path = pathlib.Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    leaves = jax.tree.leaves(jax.device_get(state))
+    arrays = {f'leaf_{i:05d}': np.asarray(x) for i, x in enumerate(leaves)}
+    meta = dict(meta, format_version=FORMAT_VERSION, num_leaves=len(leaves))
+    arrays['meta'] = np.asarray(json.dumps(meta))
+    fd, tmp = tempfile.mkstemp(prefix=path.name + '.', suffix='.tmp', dir=path.parent)
+    try:
+        with os.fdopen(fd, 'wb') as f:
+            np.savez(f, **arrays)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    return path
+
+
+def read_meta(path) -> Dict:
+    """Return the ``meta`` mapping of a checkpoint without loading its arrays."""
+    path = pathlib.Path(path)
+    try:
+        with np.load(path) as z:
+            return json.loads(str(z['meta']))
+    except (OSError, KeyError, ValueError) as exc:
+        raise CheckpointError(f'{path}: not a bcg_ros checkpoint ({exc})') from exc
+
+
+def load(path, template: Any) -> Tuple[Any, Dict]:
+    """Return ``(state, meta)``: the arrays of ``path`` in the tree structure of ``template``."""
+    path = pathlib.Path(path)
+    meta = read_meta(path)
+    t_leaves, treedef = jax.tree.flatten(template)
+    if meta.get('num_leaves') != len(t_leaves):
+        raise CheckpointError(f'{path}: {meta.get("num_leaves")} arrays, the configured '
+                              f'learner has {len(t_leaves)} (another configuration?)')
+    leaves = []
+    with np.load(path) as z:
+        for i, t in enumerate(t_leaves):
+            x = z[f'leaf_{i:05d}']
+            if x.shape != np.shape(t) or x.dtype != np.asarray(t).dtype:
+                raise CheckpointError(
+                    f'{path}: leaf_{i:05d} is {x.dtype}{list(x.shape)}, the configured '
+                    f'learner expects {np.asarray(t).dtype}{list(np.shape(t))}')
+            leaves.append(x)
+    return jax.tree.unflatten(treedef, leaves), meta
