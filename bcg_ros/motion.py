@@ -129,7 +129,7 @@ def quat_continuous(q: np.ndarray) -> np.ndarray:
 
 
 def quat_slerp(a: np.ndarray, b: np.ndarray, t: np.ndarray) -> np.ndarray:
-    """Spherical linear interpolation from a to b ([..., 4]) at fractions t ([...])."""
+    """Interpolate spherically from a to b ([..., 4]) at fractions t ([...])."""
     t = np.asarray(t, dtype=np.float64)[..., None]
     dot = np.sum(a * b, axis=-1, keepdims=True)
     b = np.where(dot < 0.0, -b, b)
@@ -146,18 +146,32 @@ def quat_slerp(a: np.ndarray, b: np.ndarray, t: np.ndarray) -> np.ndarray:
 
 
 def angular_velocity(quat: np.ndarray, fps: float) -> np.ndarray:
-    """World-frame angular velocity [T, 3] of an orientation track [T, 4] by finite differences.
+    """Return the world-frame angular velocity [T, 3] of an orientation track [T, 4].
 
-    omega = 2 vec(dq/dt q*), with dq/dt from second-order differences of the
-    sign-continuous track.
+    The rotation from frame t-1 to frame t+1 (one-sided at the ends) as a
+    rotation vector, over its time span: exact for a constant angular velocity.
     """
-    q = quat_continuous(quat)
-    dq = _gradient(q, fps)
-    return 2.0 * quat_mul(dq, quat_conj(q))[:, 1:]
+    q = np.asarray(quat, dtype=np.float64)
+    nxt = np.concatenate([q[1:2], q[2:], q[-1:]])
+    prev = np.concatenate([q[:1], q[:-2], q[-2:-1]])
+    span = np.full(len(q), 2.0 / fps)
+    span[0] = span[-1] = 1.0 / fps
+    return quat_to_rotvec(quat_mul(nxt, quat_conj(prev))) / span[:, None]
+
+
+def quat_to_rotvec(q: np.ndarray) -> np.ndarray:
+    """Return the rotation vector (axis times angle in [0, pi]) of quaternions [..., 4]."""
+    q = np.where(q[..., :1] < 0.0, -q, q)
+    vec = q[..., 1:]
+    norm = np.linalg.norm(vec, axis=-1, keepdims=True)
+    angle = 2.0 * np.arctan2(norm, q[..., :1])
+    # angle / norm -> 2 as the rotation vanishes.
+    scale = np.where(norm > 1e-12, angle / np.maximum(norm, 1e-300), 2.0)
+    return vec * scale
 
 
 def _gradient(x: np.ndarray, fps: float) -> np.ndarray:
-    """d x / dt along axis 0, second order inside and at the ends."""
+    """Time derivative along axis 0, second order inside and at the ends."""
     return np.gradient(x, 1.0 / fps, axis=0, edge_order=2 if len(x) > 2 else 1)
 
 
@@ -192,7 +206,7 @@ def _default_model():
 
 def forward_kinematics(root_pos: np.ndarray, root_quat: np.ndarray, joint_pos: np.ndarray,
                        robot=None) -> Tuple[np.ndarray, np.ndarray]:
-    """World positions of the key points [T, K, 3] and foot sphere centres [T, 8, 3].
+    """Return world positions of the key points [T, K, 3] and foot spheres [T, 8, 3].
 
     Runs MuJoCo's mj_kinematics per frame on ``robot`` (a
     :class:`bcg_ros.robot.model.G1Model`, the project's model when None). Key
@@ -221,7 +235,7 @@ def forward_kinematics(root_pos: np.ndarray, root_quat: np.ndarray, joint_pos: n
 
 def from_trajectory(name: str, fps: float, root_pos: np.ndarray, root_quat: np.ndarray,
                     joint_pos: np.ndarray, robot=None) -> Motion:
-    """A Motion from positions alone: velocities by finite differences, key points by FK."""
+    """Build a Motion from positions: velocities by finite differences, key points by FK."""
     root_quat = quat_continuous(root_quat)
     root_quat = root_quat / np.linalg.norm(root_quat, axis=-1, keepdims=True)
     key_pos, _ = forward_kinematics(root_pos, root_quat, joint_pos, robot)
@@ -233,8 +247,10 @@ def from_trajectory(name: str, fps: float, root_pos: np.ndarray, root_quat: np.n
 
 
 def reference_state(motion: Motion, robot=None) -> Tuple[np.ndarray, np.ndarray]:
-    """MuJoCo qpos [T, nq] and qvel [T, nv] of every frame (free-joint angular velocity in
-    the pelvis frame, as MuJoCo defines it)."""
+    """Return MuJoCo qpos [T, nq] and qvel [T, nv] of every frame.
+
+    The free joint's angular velocity is in the pelvis frame, as MuJoCo defines it.
+    """
     robot = robot if robot is not None else _default_model()
     model = robot.model
     qpos = np.tile(model.qpos0, (motion.num_frames, 1))
@@ -251,9 +267,12 @@ def reference_state(motion: Motion, robot=None) -> Tuple[np.ndarray, np.ndarray]
 # Resampling.
 
 def resample(motion: Motion, fps: float, robot=None) -> Motion:
-    """The motion at ``fps``: positions linearly, orientations by slerp, velocities by
-    finite differences of the resampled signal, key points by FK. Same start, and as
-    many frames as fit in the original duration."""
+    """Return the motion at ``fps``.
+
+    Positions are interpolated linearly, orientations by slerp; velocities are
+    finite differences of the resampled signal, key points come from FK. The
+    start is kept, and as many frames as fit in the original duration.
+    """
     if abs(motion.fps - fps) < 1e-9:
         return motion
     n = int(np.floor(motion.duration * fps + 1e-6)) + 1
@@ -297,9 +316,9 @@ def _validate(source: str, root_pos: np.ndarray, root_quat: np.ndarray, joint_po
     if bad.size:
         r = bad[0]
         prefix, first = columns[1]
-        raise MotionError(f'{source}: {prefix}row {r}{_line(prefix, r)}, columns '
-                          f'{first}-{first + 3} (root quaternion {root_quat_order}): norm '
-                          f'{norm[r]:.6f}, expected 1 within {QUAT_NORM_TOL}')
+        raise MotionError(f'{source}: {prefix}row {r}{_line(prefix, r)}, column {first} '
+                          f'(root quaternion {root_quat_order} in columns {first}-{first + 3}): '
+                          f'norm {norm[r]:.6f}, expected 1 within {QUAT_NORM_TOL}')
     lo = np.asarray(g1.JOINT_LOWER) - JOINT_LIMIT_MARGIN
     hi = np.asarray(g1.JOINT_UPPER) + JOINT_LIMIT_MARGIN
     bad = np.argwhere((joint_pos < lo) | (joint_pos > hi))
@@ -314,7 +333,7 @@ def _validate(source: str, root_pos: np.ndarray, root_quat: np.ndarray, joint_po
 
 
 def _line(prefix: str, row: int) -> str:
-    """The editor line of a CSV row (CSV messages have no key prefix)."""
+    """Return the editor line of a CSV row (CSV messages have no key prefix)."""
     return '' if prefix else f' (line {row + 1})'
 
 
@@ -515,7 +534,7 @@ class _open_npz:
 
 
 def builtin_path(name: str) -> pathlib.Path:
-    """File of a built-in clip."""
+    """Return the file of a built-in clip."""
     return MOTIONS_DIR / f'{name}.npz'
 
 
@@ -542,7 +561,7 @@ def load_motion(name_or_path: Union[str, pathlib.Path], control_dt: float = g1.C
 # Checks of a whole motion.
 
 def check_motion(motion: Motion, robot=None) -> List[str]:
-    """Problems that make ``motion`` kinematically invalid for the G1; empty if none.
+    """List the problems that make ``motion`` kinematically invalid for the G1 (or none).
 
     Checks: finite values; unit root quaternions; joint angles within the G1
     limits and speeds within the motors' rated speeds; stored key points agree
@@ -598,8 +617,10 @@ def check_motion(motion: Motion, robot=None) -> List[str]:
 
 
 def stance_slide(spheres: np.ndarray) -> np.ndarray:
-    """[T, S] horizontal distance of each foot sphere from where its current floor contact
-    began (0 when not touching), given sphere centres [T, S, 3]."""
+    """Return how far [T, S] each foot sphere is from where its floor contact began.
+
+    Horizontal distance, 0 while not touching; ``spheres`` are centres [T, S, 3].
+    """
     touching = spheres[..., 2] - g1.FOOT_SPHERE_RADIUS < CONTACT_HEIGHT
     slide = np.zeros(touching.shape)
     start = spheres[0, :, :2].copy()
@@ -628,7 +649,7 @@ FEATURE_SIZE = sum(n for _, n in FEATURE_TERMS)
 
 def add_features(root_pos, root_quat, joint_pos, joint_vel, root_lin_vel, root_ang_vel,
                  key_pos, xp=np):
-    """ADD motion features [..., FEATURE_SIZE] of a state (reference or simulated).
+    """Return the ADD features [..., FEATURE_SIZE] of a state (reference or simulated).
 
     Arguments are arrays with any leading batch shape: root_pos [..., 3],
     root_quat [..., 4] (w, x, y, z), joint_pos and joint_vel [..., 29],
@@ -652,7 +673,7 @@ def add_features(root_pos, root_quat, joint_pos, joint_vel, root_lin_vel, root_a
 
 
 def motion_features(motion: Motion, xp=np):
-    """ADD features [T, FEATURE_SIZE] of every frame of a motion."""
+    """Return the ADD features [T, FEATURE_SIZE] of every frame of a motion."""
     return add_features(*(xp.asarray(getattr(motion, f)) for f in (
         'root_pos', 'root_quat', 'joint_pos', 'joint_vel', 'root_lin_vel', 'root_ang_vel',
         'key_pos')), xp=xp)

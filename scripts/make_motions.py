@@ -75,6 +75,10 @@ def keys(t: np.ndarray, points: Sequence[Tuple[float, float]]) -> np.ndarray:
     keys stays put and a joint keyed within its limits stays within them.
     """
     kt, kv = np.array(points, dtype=np.float64).T
+    # A held key one second beyond each end makes PCHIP's slope zero at the ends, so
+    # the track comes to rest there instead of stopping with a jump in velocity.
+    kt = np.concatenate([[kt[0] - 1.0], kt, [kt[-1] + 1.0]])
+    kv = np.concatenate([[kv[0]], kv, [kv[-1]]])
     return PchipInterpolator(kt, kv)(np.clip(t, kt[0], kt[-1]))
 
 
@@ -94,8 +98,10 @@ def rpy_to_quat(rpy: np.ndarray) -> np.ndarray:
 
 
 def joint_keys(t: np.ndarray, frames: Sequence[Tuple[float, Dict[str, float]]]) -> np.ndarray:
-    """[T, 29] joint tracks from keyframes (time, {joint: angle}); unnamed joints keep the
-    standing pose at that keyframe."""
+    """Return [T, 29] joint tracks from keyframes (time, {joint: angle}).
+
+    A joint a keyframe does not name takes its standing angle at that keyframe.
+    """
     out = np.tile(np.asarray(g1.DEFAULT_POSE), (len(t), 1))
     for j, name in enumerate(g1.JOINT_NAMES):
         if any(name in f for _, f in frames):
@@ -105,7 +111,7 @@ def joint_keys(t: np.ndarray, frames: Sequence[Tuple[float, Dict[str, float]]]) 
 
 def arms(ls_pitch=0.2, ls_roll=0.2, ls_yaw=0.0, l_elbow=0.6, rs_pitch=0.2, rs_roll=-0.2,
          rs_yaw=0.0, r_elbow=0.6, **extra) -> Dict[str, float]:
-    """An upper-body keyframe: arm joints by short names, other joints by full name."""
+    """Return an upper-body keyframe: arm joints by short names, others by full name."""
     d = {'left_shoulder_pitch_joint': ls_pitch, 'left_shoulder_roll_joint': ls_roll,
          'left_shoulder_yaw_joint': ls_yaw, 'left_elbow_joint': l_elbow,
          'right_shoulder_pitch_joint': rs_pitch, 'right_shoulder_roll_joint': rs_roll,
@@ -115,7 +121,7 @@ def arms(ls_pitch=0.2, ls_roll=0.2, ls_yaw=0.0, l_elbow=0.6, rs_pitch=0.2, rs_ro
 
 
 def planted(t: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
-    """Feet flat at the standing stance for the whole clip."""
+    """Return feet flat at the standing stance for the whole clip."""
     feet = np.zeros((len(t), 2, 3))
     feet[:, 0, 1], feet[:, 1, 1] = FOOT_Y, -FOOT_Y
     return feet, np.zeros((len(t), 2, 2))
@@ -124,7 +130,7 @@ def planted(t: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
 # The clips.
 
 def make_run() -> Clip:
-    """A jog at 1.2 m/s with a 70 ms flight phase, from standing and back to standing.
+    """Make a jog at 1.2 m/s with 70 ms flight phases, from standing back to standing.
 
     Cadence and ground time follow the root speed (walking steps with double
     support at the start and the end, flight phases at speed); foot
@@ -144,12 +150,14 @@ def make_run() -> Clip:
         return np.interp(tt, fine, x_fine)
 
     def period(v):
-        """Touchdown to next touchdown [s]: 0.45 s standing still, 0.32 s at v_max."""
+        """Return the step period [s]: 0.45 s standing still, 0.32 s at v_max."""
         return 0.45 - 0.13 * v / v_max
 
     def stance(v):
-        """Ground time of one foot [s]: 0.1 s of double support standing still, 70 ms of
-        flight at v_max."""
+        """Return a foot's ground time [s].
+
+        0.1 s of double support standing still, 70 ms of flight at v_max.
+        """
         return period(v) + 0.1 - 0.17 * v / v_max
     # Footfalls [side, touchdown, liftoff, x], side 0 left, 1 right: first the two
     # standing feet, then the steps, right foot first; the last two stay down.
@@ -212,8 +220,11 @@ def make_run() -> Clip:
 
 
 def _bounce(t: np.ndarray, falls: List[list]) -> np.ndarray:
-    """Vertical root offset from the contact schedule: a ballistic parabola in each flight,
-    a cubic between flights that joins their take-off and landing speeds."""
+    """Return the vertical root offset the contact schedule imposes.
+
+    A ballistic parabola in each flight; between flights a cubic that joins
+    their landing and take-off speeds.
+    """
     events = sorted({e for f in falls for e in (f[1], f[2]) if np.isfinite(e)} | {0.0, t[-1]})
 
     def touching(tt):
@@ -235,8 +246,10 @@ def _bounce(t: np.ndarray, falls: List[list]) -> np.ndarray:
 
 
 def make_jump() -> Clip:
-    """A vertical jump in place: crouch with an arm swing back, push off, 11 cm of root
-    rise above standing, land into a crouch, stand up."""
+    """Make a vertical jump in place with 11 cm of root rise above standing.
+
+    Crouch with an arm swing back, push off, fly, land into a crouch, stand up.
+    """
     z_crouch, z_off, rise = 0.67, 0.77, STAND_Z + 0.11
     v_off = np.sqrt(2.0 * GRAVITY * (rise - z_off))
     t_crouch, t_push, push = 0.4, 1.0, 0.2
@@ -277,50 +290,44 @@ def make_jump() -> Clip:
 
 
 def make_fight() -> Clip:
-    """Feet planted in a lowered stance: guard, left jab, right cross, left hook, right
-    uppercut, each with a torso twist, back to guard between punches."""
+    """Make a punch sequence with the feet planted in a lowered stance.
+
+    Guard, left jab, right cross, left hook, right uppercut, each with a torso
+    twist, back to guard between punches.
+    """
     guard = dict(ls_pitch=-0.45, ls_roll=0.15, l_elbow=-0.55,
                  rs_pitch=-0.45, rs_roll=-0.15, r_elbow=-0.55)
     punches = [
-        # (punch pose, waist yaw, pelvis yaw, root height dip)
+        # (punch pose, waist yaw, pelvis yaw, root lift)
         (dict(guard, ls_pitch=-1.45, ls_roll=0.0, l_elbow=1.3), -0.3, -0.06, 0.0),
         (dict(guard, rs_pitch=-1.45, rs_roll=0.0, r_elbow=1.3), 0.35, 0.08, 0.0),
         (dict(guard, ls_pitch=-0.6, ls_roll=1.2, ls_yaw=0.3, l_elbow=0.0), -0.45, -0.08, 0.01),
         (dict(guard, rs_pitch=-1.0, rs_roll=-0.1, r_elbow=-0.35), 0.3, 0.06, 0.03),
     ]
-    t_guard, out, hold, back, rest = 0.8, 0.25, 0.08, 0.3, 0.35
-    frames, yaw_w, yaw_p, dz = [(0.0, arms())], [(0.0, 0.0)], [(0.0, 0.0)], [(0.0, 0.0)]
+    t_guard, out, hold, back, rest = 1.1, 0.25, 0.08, 0.3, 0.35
+    # Keyframes: (time, arm pose, waist yaw, pelvis yaw, root lift).
+    frames = [(0.0, arms(), 0.0, 0.0, 0.0), (0.4, arms(), 0.0, 0.0, 0.0),
+              (t_guard, arms(**guard), 0.0, 0.0, 0.0)]
     tk = t_guard
-    frames.append((tk, arms(**guard)))
-    for w, y in ((yaw_w, 0.0), (yaw_p, 0.0), (dz, 0.0)):
-        w.append((tk, y))
     for pose, wy, py, dip in punches:
         tk += rest
-        frames.append((tk, arms(**guard)))
-        for w in (yaw_w, yaw_p, dz):
-            w.append((tk, 0.0))
+        frames.append((tk, arms(**guard), 0.0, 0.0, 0.0))
         for dt in (out, hold):
             tk += dt
-            frames.append((tk, arms(**pose)))
-            yaw_w.append((tk, wy))
-            yaw_p.append((tk, py))
-            dz.append((tk, dip))
+            frames.append((tk, arms(**pose), wy, py, dip))
         tk += back
-        frames.append((tk, arms(**guard)))
-        for w in (yaw_w, yaw_p, dz):
-            w.append((tk, 0.0))
+        frames.append((tk, arms(**guard), 0.0, 0.0, 0.0))
     tk += rest
-    frames.append((tk, arms(**guard)))
+    frames.append((tk, arms(**guard), 0.0, 0.0, 0.0))
     t_end = tk + 0.8
-    frames.append((t_end, arms()))
+    frames.append((t_end, arms(), 0.0, 0.0, 0.0))
     duration = t_end + 0.4
     t = np.arange(int(round(duration * FPS)) + 1) / FPS
-    upper = joint_keys(t, [(ft, dict(f, waist_yaw_joint=wy))
-                           for (ft, f), (_, wy) in zip(frames, yaw_w + [(t_end, 0.0)])])
-    stance = keys(t, [(0.0, 0.0), (t_guard, 1.0), (tk, 1.0), (t_end, 0.0)])
-    z = STAND_Z - 0.04 * stance + keys(t, dz + [(t_end, 0.0)])
+    upper = joint_keys(t, [(ft, dict(f, waist_yaw_joint=wy)) for ft, f, wy, _, _ in frames])
+    stance = keys(t, [(0.0, 0.0), (0.4, 0.0), (t_guard, 1.0), (tk, 1.0), (t_end, 0.0)])
+    z = STAND_Z - 0.04 * stance + keys(t, [(f[0], f[4]) for f in frames])
     pitch = 0.06 * stance
-    yaw = keys(t, yaw_p + [(t_end, 0.0)])
+    yaw = keys(t, [(f[0], f[3]) for f in frames])
     feet, foot_rot = planted(t)
     root_pos = np.stack([-0.01 * stance, np.zeros_like(t), z], axis=-1)
     root_rpy = np.stack([np.zeros_like(t), pitch, yaw], axis=-1)
@@ -328,13 +335,15 @@ def make_fight() -> Clip:
 
 
 def make_dance() -> Clip:
-    """Feet planted: side-to-side weight shifts with a knee bounce, an arm wave passed
-    from the left hand to the right with the arms out, then alternating arm raises
-    with a torso twist."""
+    """Make a dance with the feet planted.
+
+    Side-to-side weight shifts with a knee bounce; an arm wave passed from the
+    left hand to the right with the arms out; then alternating arm raises with a
+    torso twist.
+    """
     duration = 7.0
     t = np.arange(int(round(duration * FPS)) + 1) / FPS
-    beat = 0.75
-    """One weight shift to a side per beat [s]."""
+    beat = 0.75   # one weight shift to a side per beat [s]
     env = smooth5((t - 0.3) / 0.8) * (1.0 - smooth5((t - (duration - 1.2)) / 0.8))
     sway = np.sin(np.pi * (t - 0.3) / beat)
     y = 0.045 * env * sway
@@ -353,8 +362,8 @@ def make_dance() -> Clip:
              ('left_shoulder_roll_joint', 1.0, 0.25), ('right_shoulder_roll_joint', 1.6, -0.25),
              ('right_elbow_joint', 2.1, 0.5), ('right_wrist_roll_joint', 2.6, 0.6)]
     wave = {name: amp * np.sin(w * t - lag) for name, lag, amp in chain}
+    # Alternating arm raises: 0 -> 1 -> 0 per period, the right arm half a period later.
     lift = 0.5 * (1.0 - np.cos(w * (t - 3.6)))
-    """Alternating arm raises: 0 -> 1 -> 0 per period, right arm half a period later."""
     lift_r = 0.5 * (1.0 - np.cos(w * (t - 3.6) - np.pi))
     base = np.asarray(g1.DEFAULT_POSE)
     for side, sign, lift_s in (('left', 1.0, lift), ('right', -1.0, lift_r)):
@@ -382,8 +391,11 @@ MAKERS = {'run': make_run, 'jump': make_jump, 'fight': make_fight, 'dance': make
 # Leg inverse kinematics.
 
 def solve_legs(robot: g1_model.G1Model, clip: Clip) -> np.ndarray:
-    """[T, 29] joint angles: the clip's upper body, legs solved so each ankle-roll link
-    reaches its keyframed pose. Raises RuntimeError naming the frame where IK fails."""
+    """Return [T, 29] joint angles: the clip's upper body, legs solved by IK.
+
+    Each ankle-roll link reaches its keyframed pose; RuntimeError names the
+    frame where that fails.
+    """
     model = robot.model
     data = mujoco.MjData(model)
     root_quat = rpy_to_quat(clip.root_rpy)
@@ -446,7 +458,7 @@ def build(name: str, robot: g1_model.G1Model) -> motion_lib.Motion:
 
 
 def summary(motion: motion_lib.Motion, robot: g1_model.G1Model) -> str:
-    """One line of figures about a clip."""
+    """Return one line of figures about a clip."""
     _, spheres = motion_lib.forward_kinematics(motion.root_pos, motion.root_quat,
                                                motion.joint_pos, robot)
     bottom = spheres[..., 2] - g1.FOOT_SPHERE_RADIUS
