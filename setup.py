@@ -11,6 +11,7 @@ CONSOLE_SCRIPTS = [
     'bcg-bench = bcg_ros.bench.cli:main',
     'bcg-eval = bcg_ros.eval.cli:main',
     'evaluator_node = bcg_ros.nodes.evaluator_node:main',
+    'state_bridge_node = bcg_ros.nodes.state_bridge_node:main',
 ]
 
 setup(

@@ -57,7 +57,8 @@ class EstimatorConfigError(ValueError):
 
 @dataclass(frozen=True)
 class EstimatorConfig:
-    """Noise levels, contact thresholds and options of :class:`StateEstimator`.
+    """
+    Noise levels, contact thresholds and options of :class:`StateEstimator`.
 
     Process noises are white-noise densities (variance per second); measurement
     noises are standard deviations per sample.
@@ -212,7 +213,8 @@ def damped_wrench(jac: np.ndarray, generalized: np.ndarray, damping: float) -> n
 
 
 def share_vertical_force(offsets: np.ndarray, wrench: np.ndarray) -> np.ndarray:
-    """Minimum-norm sphere normal forces reproducing a wrench's f_z, m_x and m_y.
+    """
+    Share a wrench's f_z, m_x and m_y among spheres as minimum-norm normal forces.
 
     ``offsets``: [n, 3] sphere centres relative to the wrench's reference point.
     A vertical force f at offset r gives moment (r_y f, -r_x f); negative shares
@@ -287,7 +289,8 @@ class _Kinematics:
 
 
 class StateEstimator:
-    """Leg-kinematics + IMU Kalman filter for the G1; see the module docstring.
+    """
+    Leg-kinematics + IMU Kalman filter for the G1; see the module docstring.
 
     The object holds only the model and a scratch ``MjData`` (a cache); the
     belief is an :class:`EstimatorState` that :meth:`initial_state` makes and
@@ -331,7 +334,8 @@ class StateEstimator:
 
     def kinematics(self, sample: Sample, acc_world: Optional[np.ndarray] = None,
                    accelerations: Optional[np.ndarray] = None) -> _Kinematics:
-        """Sphere offsets, velocities and foot wrenches for one sample.
+        """
+        Compute sphere offsets, velocities and foot wrenches for one sample.
 
         ``acc_world`` [3] and ``accelerations`` [32] (angular, body frame, then
         joints) enter the inverse dynamics when ``compensate_inertia`` is set.
@@ -479,7 +483,7 @@ class StateEstimator:
 
 
 def _skew(w: np.ndarray) -> np.ndarray:
-    """Cross-product matrix: _skew(w) @ r == w x r."""
+    """Return the cross-product matrix of w (times r gives w x r)."""
     return np.array([[0.0, -w[2], w[1]], [w[2], 0.0, -w[0]], [-w[1], w[0], 0.0]])
 
 

@@ -169,7 +169,7 @@ def _gait(cfg: ScenarioConfig, t: float, x0: np.ndarray, feet0: np.ndarray):
 
 
 def _contact_forces(robot: g1_model.G1Model, d: mujoco.MjData) -> np.ndarray:
-    """Normal ground force on each foot [N] from MuJoCo's contacts."""
+    """Sum the normal ground force on each foot [N] over MuJoCo's contacts."""
     m = robot.model
     out = np.zeros(est.NUM_FEET)
     f6 = np.zeros(6)
