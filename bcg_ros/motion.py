@@ -1,4 +1,5 @@
-"""Reference motions: one in-memory form for every consumer.
+"""
+Reference motions: one in-memory form for every consumer.
 
 A :class:`Motion` is sampled at a fixed rate (the control rate once loaded for
 training or evaluation), joints in the G1's motor order, quaternions
@@ -91,12 +92,12 @@ class Motion:
 
     @property
     def num_frames(self) -> int:
-        """Number of frames."""
+        """Return the number of frames."""
         return int(self.root_pos.shape[0])
 
     @property
     def duration(self) -> float:
-        """Length in seconds."""
+        """Return the length in seconds."""
         return (self.num_frames - 1) / self.fps
 
     def __post_init__(self):
@@ -146,7 +147,8 @@ def quat_slerp(a: np.ndarray, b: np.ndarray, t: np.ndarray) -> np.ndarray:
 
 
 def angular_velocity(quat: np.ndarray, fps: float) -> np.ndarray:
-    """Return the world-frame angular velocity [T, 3] of an orientation track [T, 4].
+    """
+    Return the world-frame angular velocity [T, 3] of an orientation track [T, 4].
 
     The rotation from frame t-1 to frame t+1 (one-sided at the ends) as a
     rotation vector, over its time span: exact for a constant angular velocity.
@@ -206,7 +208,8 @@ def _default_model():
 
 def forward_kinematics(root_pos: np.ndarray, root_quat: np.ndarray, joint_pos: np.ndarray,
                        robot=None) -> Tuple[np.ndarray, np.ndarray]:
-    """Return world positions of the key points [T, K, 3] and foot spheres [T, 8, 3].
+    """
+    Return world positions of the key points [T, K, 3] and foot spheres [T, 8, 3].
 
     Runs MuJoCo's mj_kinematics per frame on ``robot`` (a
     :class:`bcg_ros.robot.model.G1Model`, the project's model when None). Key
@@ -247,7 +250,8 @@ def from_trajectory(name: str, fps: float, root_pos: np.ndarray, root_quat: np.n
 
 
 def reference_state(motion: Motion, robot=None) -> Tuple[np.ndarray, np.ndarray]:
-    """Return MuJoCo qpos [T, nq] and qvel [T, nv] of every frame.
+    """
+    Return MuJoCo qpos [T, nq] and qvel [T, nv] of every frame.
 
     The free joint's angular velocity is in the pelvis frame, as MuJoCo defines it.
     """
@@ -267,7 +271,8 @@ def reference_state(motion: Motion, robot=None) -> Tuple[np.ndarray, np.ndarray]
 # Resampling.
 
 def resample(motion: Motion, fps: float, robot=None) -> Motion:
-    """Return the motion at ``fps``.
+    """
+    Return the motion at ``fps``.
 
     Positions are interpolated linearly, orientations by slerp; velocities are
     finite differences of the resampled signal, key points come from FK. The
@@ -292,7 +297,8 @@ def resample(motion: Motion, fps: float, robot=None) -> Motion:
 
 def _validate(source: str, root_pos: np.ndarray, root_quat: np.ndarray, joint_pos: np.ndarray,
               columns: Sequence[Tuple[str, int]], root_quat_order: str = 'wxyz'):
-    """Raise MotionError naming the file, row and column of the first bad value.
+    """
+    Raise MotionError naming the file, row and column of the first bad value.
 
     ``columns[k]`` says where field k (0 root_pos, 1 root_quat, 2 joint_pos)
     lives in the file: (label prefix, index of its first column).
@@ -398,7 +404,8 @@ def _npz_fps(path, npz) -> float:
 
 
 def load_beyondmimic(path: Union[str, pathlib.Path], robot=None) -> Motion:
-    """Read a BeyondMimic/mjlab motion npz at its own rate (body 0 is the pelvis).
+    """
+    Read a BeyondMimic/mjlab motion npz at its own rate (body 0 is the pelvis).
 
     Joint order is the motor order, unless the file carries ``joint_names``,
     which then reorders the columns.
@@ -561,7 +568,8 @@ def load_motion(name_or_path: Union[str, pathlib.Path], control_dt: float = g1.C
 # Checks of a whole motion.
 
 def check_motion(motion: Motion, robot=None) -> List[str]:
-    """List the problems that make ``motion`` kinematically invalid for the G1 (or none).
+    """
+    List the problems that make ``motion`` kinematically invalid for the G1 (or none).
 
     Checks: finite values; unit root quaternions; joint angles within the G1
     limits and speeds within the motors' rated speeds; stored key points agree
@@ -617,7 +625,8 @@ def check_motion(motion: Motion, robot=None) -> List[str]:
 
 
 def stance_slide(spheres: np.ndarray) -> np.ndarray:
-    """Return how far [T, S] each foot sphere is from where its floor contact began.
+    """
+    Return how far [T, S] each foot sphere is from where its floor contact began.
 
     Horizontal distance, 0 while not touching; ``spheres`` are centres [T, S, 3].
     """
@@ -649,7 +658,8 @@ FEATURE_SIZE = sum(n for _, n in FEATURE_TERMS)
 
 def add_features(root_pos, root_quat, joint_pos, joint_vel, root_lin_vel, root_ang_vel,
                  key_pos, xp=np):
-    """Return the ADD features [..., FEATURE_SIZE] of a state (reference or simulated).
+    """
+    Return the ADD features [..., FEATURE_SIZE] of a state (reference or simulated).
 
     Arguments are arrays with any leading batch shape: root_pos [..., 3],
     root_quat [..., 4] (w, x, y, z), joint_pos and joint_vel [..., 29],

@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Make the built-in G1 reference clips (run, jump, fight, dance) from keyframes.
+"""
+Make the built-in G1 reference clips (run, jump, fight, dance) from keyframes.
 
 Each clip is written as ``bcg_ros/motions/<name>.npz`` at the control rate
 (50 fps) and passes :func:`bcg_ros.motion.check_motion`; the script refuses to
@@ -69,7 +70,8 @@ def smooth5(s):
 
 
 def keys(t: np.ndarray, points: Sequence[Tuple[float, float]]) -> np.ndarray:
-    """Monotone cubic (PCHIP) through (time, value) keyframes, held beyond the ends.
+    """
+    Monotone cubic (PCHIP) through (time, value) keyframes, held beyond the ends.
 
     PCHIP does not overshoot between keys, so a value held across two equal
     keys stays put and a joint keyed within its limits stays within them.
@@ -98,7 +100,8 @@ def rpy_to_quat(rpy: np.ndarray) -> np.ndarray:
 
 
 def joint_keys(t: np.ndarray, frames: Sequence[Tuple[float, Dict[str, float]]]) -> np.ndarray:
-    """Return [T, 29] joint tracks from keyframes (time, {joint: angle}).
+    """
+    Return [T, 29] joint tracks from keyframes (time, {joint: angle}).
 
     A joint a keyframe does not name takes its standing angle at that keyframe.
     """
@@ -130,7 +133,8 @@ def planted(t: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
 # The clips.
 
 def make_run() -> Clip:
-    """Make a jog at 1.2 m/s with 70 ms flight phases, from standing back to standing.
+    """
+    Make a jog at 1.2 m/s with 70 ms flight phases, from standing back to standing.
 
     Cadence and ground time follow the root speed (walking steps with double
     support at the start and the end, flight phases at speed); foot
@@ -154,7 +158,8 @@ def make_run() -> Clip:
         return 0.45 - 0.13 * v / v_max
 
     def stance(v):
-        """Return a foot's ground time [s].
+        """
+        Return a foot's ground time [s].
 
         0.1 s of double support standing still, 70 ms of flight at v_max.
         """
@@ -220,7 +225,8 @@ def make_run() -> Clip:
 
 
 def _bounce(t: np.ndarray, falls: List[list]) -> np.ndarray:
-    """Return the vertical root offset the contact schedule imposes.
+    """
+    Return the vertical root offset the contact schedule imposes.
 
     A ballistic parabola in each flight; between flights a cubic that joins
     their landing and take-off speeds.
@@ -246,7 +252,8 @@ def _bounce(t: np.ndarray, falls: List[list]) -> np.ndarray:
 
 
 def make_jump() -> Clip:
-    """Make a vertical jump in place with 11 cm of root rise above standing.
+    """
+    Make a vertical jump in place with 11 cm of root rise above standing.
 
     Crouch with an arm swing back, push off, fly, land into a crouch, stand up.
     """
@@ -290,7 +297,8 @@ def make_jump() -> Clip:
 
 
 def make_fight() -> Clip:
-    """Make a punch sequence with the feet planted in a lowered stance.
+    """
+    Make a punch sequence with the feet planted in a lowered stance.
 
     Guard, left jab, right cross, left hook, right uppercut, each with a torso
     twist, back to guard between punches.
@@ -335,7 +343,8 @@ def make_fight() -> Clip:
 
 
 def make_dance() -> Clip:
-    """Make a dance with the feet planted.
+    """
+    Make a dance with the feet planted.
 
     Side-to-side weight shifts with a knee bounce; an arm wave passed from the
     left hand to the right with the arms out; then alternating arm raises with a
@@ -391,7 +400,8 @@ MAKERS = {'run': make_run, 'jump': make_jump, 'fight': make_fight, 'dance': make
 # Leg inverse kinematics.
 
 def solve_legs(robot: g1_model.G1Model, clip: Clip) -> np.ndarray:
-    """Return [T, 29] joint angles: the clip's upper body, legs solved by IK.
+    """
+    Return [T, 29] joint angles: the clip's upper body, legs solved by IK.
 
     Each ankle-roll link reaches its keyframed pose; RuntimeError names the
     frame where that fails.

@@ -13,7 +13,7 @@ REPO = pathlib.Path(__file__).resolve().parents[1]
 
 
 def console_scripts():
-    """The names in setup.py's CONSOLE_SCRIPTS, read without running setup()."""
+    """Return the names in setup.py's CONSOLE_SCRIPTS, read without running setup()."""
     tree = ast.parse((REPO / 'setup.py').read_text())
     for node in tree.body:
         if isinstance(node, ast.Assign) and node.targets[0].id == 'CONSOLE_SCRIPTS':

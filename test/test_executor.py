@@ -16,7 +16,7 @@ DEFAULT = np.asarray(g1.DEFAULT_POSE)
 
 
 def sample(stamp, tick, q=None, quat=(1.0, 0.0, 0.0, 0.0), remote=(), **kw):
-    """A healthy LowState at the default pose unless told otherwise."""
+    """Return a healthy LowState at the default pose unless told otherwise."""
     q35 = np.zeros(35)
     q35[:29] = DEFAULT if q is None else q
     fields = dict(stamp=stamp, tick=tick, mode_machine=5, mode_pr=0, q=q35,
@@ -35,7 +35,7 @@ def feed(st, s, cfg=CFG):
 
 
 def standing(cfg=CFG, t=0.0):
-    """An executor that has stood up and finished (now = t + stand_duration)."""
+    """Return an executor that has stood up and finished (now = t + stand_duration)."""
     st = feed(ex.ExecState(), sample(t, 1), cfg)
     st, ok, msg = ex.request(cfg, st, ex.Request.STAND, t)
     assert ok, msg

@@ -1,4 +1,5 @@
-"""Launch files, checked without launch/launch_ros (no wheels) and with them where present.
+"""
+Launch files, checked without launch/launch_ros (no wheels) and with them where present.
 
 Without launch_ros the files are read as Python syntax trees: every Node names an
 executable this package installs (or a package declared in package.xml), every

@@ -18,7 +18,7 @@ REPO = pathlib.Path(__file__).resolve().parents[1]
 
 @pytest.fixture(scope='module')
 def robot():
-    """The project's G1 model, compiled once."""
+    """Return the project's G1 model, compiled once."""
     return g1_model.load()
 
 
@@ -29,7 +29,8 @@ def _axis_quat(axis, angle):
 
 
 def _signal(t):
-    """An analytic motion: root drifts and bobs, yaws at a constant rate, joints oscillate.
+    """
+    Return an analytic motion: root drifts and bobs, yaws at a constant rate, joints oscillate.
 
     Returns root_pos [T, 3], root_quat [T, 4] (w, x, y, z), joint_pos [T, 29] and the
     exact rates: root velocity, world angular velocity, joint velocities.
@@ -275,7 +276,7 @@ def test_unknown_name_and_missing_file_are_explained(tmp_path):
 
 @pytest.fixture(scope='module')
 def builtins(robot):
-    """The four built-in clips at the control rate."""
+    """Return the four built-in clips at the control rate."""
     return {name: M.load_motion(name, robot=robot) for name in M.BUILTIN}
 
 
