@@ -153,3 +153,51 @@ def test_malformed_remote_reads_as_no_buttons():
         lowlevel.decode_remote(bytes(39))
     assert lowlevel.remote_buttons(bytes(39)) == 0
     assert lowlevel.remote_buttons(None) == 0
+
+
+def test_lowstate_from_its_serialized_bytes_matches_the_message():
+    from rclpy.serialization import serialize_message
+    rng = np.random.default_rng(3)
+    for _ in range(5):
+        msg = unitree_hg_msg.LowState()
+        msg.tick = int(rng.integers(0, 2 ** 32))
+        msg.mode_machine, msg.mode_pr = int(rng.integers(0, 256)), int(rng.integers(0, 2))
+        msg.version = [1, 2]
+        for i, m in enumerate(msg.motor_state):
+            m.mode, m.q, m.dq, m.tau_est = i, *rng.normal(size=3).tolist()
+            m.temperature, m.vol, m.reserve = [30, 31], 48.0, [9, 9, 9, 9]
+        imu = msg.imu_state
+        imu.quaternion = rng.normal(size=4).tolist()
+        imu.gyroscope = rng.normal(size=3).tolist()
+        imu.accelerometer = rng.normal(size=3).tolist()
+        imu.temperature = 40
+        msg.wireless_remote = rng.integers(0, 256, 40).tolist()
+        raw = serialize_message(msg)
+        assert len(raw) == lowlevel.CDR_HEADER + lowlevel.LOWSTATE_CDR_SIZE
+        a, b = lowlevel.read_lowstate_cdr(raw, 1.0), lowlevel.read_lowstate(msg, 1.0)
+        for name in ('q', 'dq', 'tau', 'quat', 'gyro', 'acc'):
+            np.testing.assert_array_equal(getattr(a, name), getattr(b, name), err_msg=name)
+        assert (a.tick, a.mode_machine, a.mode_pr, a.remote) == \
+            (b.tick, b.mode_machine, b.mode_pr, b.remote)
+    with pytest.raises(lowlevel.CommandError, match='bytes'):
+        lowlevel.read_lowstate_cdr(raw[:-4], 1.0)
+
+
+def test_lowcmd_from_its_serialized_bytes_matches_the_message():
+    from rclpy.serialization import serialize_message
+    cmd = lowlevel.pd_command(np.asarray(g1.DEFAULT_POSE), np.asarray(g1.DEFAULT_KP),
+                              np.asarray(g1.DEFAULT_KD), mode_machine=5, mode_pr=1,
+                              tau=np.linspace(-2, 2, 29))
+    msg = lowlevel.fill_lowcmd(unitree_hg_msg.LowCmd(), cmd)
+    raw = serialize_message(msg)
+    back, ok = lowlevel.read_lowcmd_cdr(raw)
+    assert ok
+    ref = lowlevel.read_lowcmd(msg)
+    for name in ('mode', 'q', 'dq', 'tau', 'kp', 'kd'):
+        np.testing.assert_allclose(getattr(back, name), getattr(ref, name), atol=1e-6)
+    assert (back.mode_pr, back.mode_machine) == (1, 5)
+    msg.motor_cmd[0].kp += 1.0
+    assert not lowlevel.read_lowcmd_cdr(serialize_message(msg))[1]
+    msg.motor_cmd[0].kp -= 1.0
+    msg.motor_cmd[0].reserve = 1  # covered by the crc too
+    assert not lowlevel.read_lowcmd_cdr(serialize_message(msg))[1]

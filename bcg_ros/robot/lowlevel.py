@@ -12,7 +12,7 @@ real messages or stand-ins.
 
 import struct
 from dataclasses import dataclass
-from typing import Iterable, Optional, Sequence
+from typing import Iterable, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -92,6 +92,11 @@ class LowStateSample:
     """The 40 raw bytes of wireless_remote."""
 
 
+def _f32(values) -> np.ndarray:
+    """float32 as on the wire (a message object holds Python floats unrounded), as float64."""
+    return np.asarray(values, dtype=np.float32).astype(np.float64)
+
+
 def read_lowstate(msg, stamp: float) -> LowStateSample:
     """Copy a unitree_hg LowState into a :class:`LowStateSample`."""
     motors = msg.motor_state
@@ -99,13 +104,65 @@ def read_lowstate(msg, stamp: float) -> LowStateSample:
     return LowStateSample(
         stamp=float(stamp), tick=int(msg.tick), mode_machine=int(msg.mode_machine),
         mode_pr=int(msg.mode_pr),
-        q=np.array([m.q for m in motors], dtype=np.float64),
-        dq=np.array([m.dq for m in motors], dtype=np.float64),
-        tau=np.array([m.tau_est for m in motors], dtype=np.float64),
-        quat=np.array(imu.quaternion, dtype=np.float64),
-        gyro=np.array(imu.gyroscope, dtype=np.float64),
-        acc=np.array(imu.accelerometer, dtype=np.float64),
+        q=_f32([m.q for m in motors]), dq=_f32([m.dq for m in motors]),
+        tau=_f32([m.tau_est for m in motors]), quat=_f32(imu.quaternion),
+        gyro=_f32(imu.gyroscope), acc=_f32(imu.accelerometer),
         remote=bytes(bytearray(msg.wireless_remote)))
+
+
+def _cdr_layout(fields):
+    """Byte offsets of primitive fields laid out by XCDR1 rules (each aligned to its size).
+
+    ``fields`` is a sequence of (name, numpy dtype, count); a name may repeat
+    (the fields of each array element), and its offsets are then collected in
+    order. Offsets are relative to the payload, after the 4-byte encapsulation.
+    """
+    offsets, pos = {}, 0
+    for name, dtype, count in fields:
+        size = np.dtype(dtype).itemsize
+        pos = -(-pos // size) * size
+        offsets.setdefault(name, []).extend(range(pos, pos + size * count, size))
+        pos += size * count
+    return {k: np.asarray(v) for k, v in offsets.items()}, pos
+
+
+_MOTOR_STATE_CDR = (('mode', 'u1', 1), ('q', '<f4', 1), ('dq', '<f4', 1), ('ddq', '<f4', 1),
+                    ('tau_est', '<f4', 1), ('temperature', '<i2', 2), ('vol', '<f4', 1),
+                    ('sensor', '<u4', 2), ('motorstate', '<u4', 1), ('motor_reserve', '<u4', 4))
+LOWSTATE_CDR, LOWSTATE_CDR_SIZE = _cdr_layout(
+    (('version', '<u4', 2), ('mode_pr', 'u1', 1), ('mode_machine', 'u1', 1),
+     ('tick', '<u4', 1), ('quaternion', '<f4', 4), ('gyroscope', '<f4', 3),
+     ('accelerometer', '<f4', 3), ('rpy', '<f4', 3), ('imu_temperature', '<i2', 1))
+    + _MOTOR_STATE_CDR * NUM_SLOTS
+    + (('wireless_remote', 'u1', REMOTE_SIZE), ('reserve', '<u4', 4), ('crc', '<u4', 1)))
+"""Offsets of every LowState field in its serialized (CDR) form, and the payload size."""
+CDR_HEADER = 4
+
+
+def read_lowstate_cdr(raw: bytes, stamp: float) -> LowStateSample:
+    """A :class:`LowStateSample` straight from a serialized LowState (a raw subscription).
+
+    Building the message object costs about half a millisecond in Python; this
+    reads the few fields the executor needs from the bytes instead.
+    """
+    if len(raw) != CDR_HEADER + LOWSTATE_CDR_SIZE:
+        raise CommandError(f'serialized LowState has {len(raw)} bytes, expected '
+                           f'{CDR_HEADER + LOWSTATE_CDR_SIZE}')
+    payload = np.frombuffer(raw, np.uint8, offset=CDR_HEADER)
+    f4 = payload[:LOWSTATE_CDR_SIZE // 4 * 4].view('<f4')
+    u4 = f4.view('<u4')
+    c = LOWSTATE_CDR
+
+    def floats(name):
+        return f4[c[name] // 4].astype(np.float64)
+
+    remote = c['wireless_remote']
+    return LowStateSample(
+        stamp=float(stamp), tick=int(u4[c['tick'][0] // 4]),
+        mode_machine=int(payload[c['mode_machine'][0]]), mode_pr=int(payload[c['mode_pr'][0]]),
+        q=floats('q'), dq=floats('dq'), tau=floats('tau_est'), quat=floats('quaternion'),
+        gyro=floats('gyroscope'), acc=floats('accelerometer'),
+        remote=payload[remote[0]:remote[-1] + 1].tobytes())
 
 
 # --- LowCmd ----------------------------------------------------------------
@@ -253,6 +310,40 @@ def read_lowcmd(msg) -> MotorCommand:
         tau=np.array([m.tau for m in motors], dtype=np.float64),
         kp=np.array([m.kp for m in motors], dtype=np.float64),
         kd=np.array([m.kd for m in motors], dtype=np.float64))
+
+
+LOWCMD_CDR, LOWCMD_CDR_SIZE = _cdr_layout(
+    (('mode_pr', 'u1', 1), ('mode_machine', 'u1', 1))
+    + (('mode', 'u1', 1), ('q', '<f4', 1), ('dq', '<f4', 1), ('tau', '<f4', 1),
+       ('kp', '<f4', 1), ('kd', '<f4', 1), ('motor_reserve', '<u4', 1)) * NUM_SLOTS
+    + (('reserve', '<u4', 4), ('crc', '<u4', 1)))
+"""Offsets of every LowCmd field in its serialized (CDR) form, and the payload size.
+
+Not the C struct image the crc covers: CDR does not pad the first MotorCmd
+to a 4-byte boundary, so the two layouts differ from its mode field on.
+"""
+
+
+def read_lowcmd_cdr(raw: bytes) -> Tuple[MotorCommand, bool]:
+    """(command, crc valid) straight from a serialized LowCmd (a raw subscription)."""
+    if len(raw) != CDR_HEADER + LOWCMD_CDR_SIZE:
+        raise CommandError(f'serialized LowCmd has {len(raw)} bytes, expected '
+                           f'{CDR_HEADER + LOWCMD_CDR_SIZE}')
+    payload = np.frombuffer(raw, np.uint8, offset=CDR_HEADER)
+    f4 = payload.view('<f4')
+    u4 = f4.view('<u4')
+    c = LOWCMD_CDR
+    cmd = MotorCommand(mode_pr=int(payload[c['mode_pr'][0]]),
+                       mode_machine=int(payload[c['mode_machine'][0]]),
+                       mode=payload[c['mode']].copy(),
+                       **{k: f4[c[k] // 4].astype(np.float64)
+                          for k in ('q', 'dq', 'tau', 'kp', 'kd')})
+    image = crc.lowcmd_struct_bytes(
+        mode_pr=cmd.mode_pr, mode_machine=cmd.mode_machine, mode=cmd.mode,
+        q=f4[c['q'] // 4], dq=f4[c['dq'] // 4], tau=f4[c['tau'] // 4], kp=f4[c['kp'] // 4],
+        kd=f4[c['kd'] // 4], motor_reserve=u4[c['motor_reserve'] // 4],
+        reserve=u4[c['reserve'] // 4].tolist())
+    return cmd, crc.crc32_core(image[:-4]) == int(u4[c['crc'][0] // 4])
 
 
 def crc_ok(msg) -> bool:

@@ -1,0 +1,359 @@
+"""policy_node: runs an ONNX policy on the G1 over unitree_hg LowState/LowCmd.
+
+A lifecycle node. configure loads the policy and checks its contract against
+the G1; activate refuses while another node publishes on /lowcmd, then starts
+the 500 Hz command thread and the 50 Hz policy thread. Modes, safety rules and
+commands are those of :mod:`bcg_ros.executor`; this node only moves messages.
+
+Interfaces (names relative to the node, ``~``):
+
+- subscribes ``/lowstate`` (unitree_hg/LowState), publishes ``/lowcmd``
+  (unitree_hg/LowCmd, crc stamped) while active;
+- services ``~/stand``, ``~/start``, ``~/stop`` (e-stop), ``~/reset``
+  (std_srvs/Trigger);
+- ``~/mode`` (std_msgs/String, transient local): the mode, on every change;
+- ``~/status`` (diagnostic_msgs/DiagnosticStatus, 10 Hz and on every change):
+  message ``"<mode>: <why it entered it>"``, level OK, or WARN in passive with
+  a failing rule, or ERROR in damping; values mode, previous, reason, fault,
+  tick_faults, lowstate_age_ms, commands_sent, policy.
+
+The command thread wakes on each LowState and sends at once (so the command
+follows the state by one hop), and falls back to its own 500 Hz clock when
+the state stream pauses, so damping keeps going out when the robot goes quiet.
+Time is the monotonic wall clock: this node does not follow /clock.
+"""
+
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from typing import Optional
+
+import rclpy
+from diagnostic_msgs.msg import DiagnosticStatus, KeyValue
+from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
+from rclpy.lifecycle import LifecycleNode, TransitionCallbackReturn
+from rclpy.qos import (DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy)
+from rclpy.signals import SignalHandlerOptions
+from std_msgs.msg import String
+from std_srvs.srv import Trigger
+
+from bcg_ros import executor as ex
+from bcg_ros.nodes import params
+from bcg_ros.robot import g1, lowlevel
+
+
+@dataclass(frozen=True)
+class PolicyNodeConfig:
+    """What policy_node runs and where it talks; the executor's rules are ExecutorConfig."""
+
+    policy_path: str = ''
+    """ONNX policy file; empty: stand and damping only (start is refused)."""
+    motion: str = ''
+    """Reference motion (file or built-in name) for policies that observe one."""
+    lowstate_topic: str = '/lowstate'
+    """Robot state topic (unitree_hg/LowState)."""
+    lowcmd_topic: str = '/lowcmd'
+    """Robot command topic (unitree_hg/LowCmd)."""
+    command_rate_hz: float = g1.LOWCMD_RATE_HZ
+    """LowCmd rate when the state stream does not pace it [Hz]."""
+    policy_threads: int = 1
+    """onnxruntime intra-op threads."""
+    autostart: bool = False
+    """Configure and activate at startup (otherwise wait for lifecycle transitions)."""
+
+    def __post_init__(self):
+        """Reject a rate or thread count that cannot work, naming the field."""
+        if not self.command_rate_hz > 0:
+            raise ValueError(f'field command_rate_hz: must be > 0, got {self.command_rate_hz}')
+        if self.policy_threads < 1:
+            raise ValueError(f'field policy_threads: must be >= 1, got {self.policy_threads}')
+
+
+STATE_QOS = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=1,
+                       reliability=ReliabilityPolicy.BEST_EFFORT)
+"""LowState: only the newest matters; best effort also matches a reliable publisher."""
+CMD_QOS = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=1,
+                     reliability=ReliabilityPolicy.RELIABLE)
+LATCHED_QOS = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=1,
+                         reliability=ReliabilityPolicy.RELIABLE,
+                         durability=DurabilityPolicy.TRANSIENT_LOCAL)
+
+
+class PolicyNode(LifecycleNode):
+    """The lifecycle shell around :mod:`bcg_ros.executor`."""
+
+    def __init__(self, name: str = 'policy_node', **kwargs):
+        """Declare the parameters; everything else happens in on_configure."""
+        super().__init__(name, **kwargs)
+        params.declare(self, PolicyNodeConfig)
+        params.declare(self, ex.ExecutorConfig)
+        self._lock = threading.Lock()
+        self._new_state = threading.Event()
+        self._stop = threading.Event()
+        self._threads = []
+        self._state = ex.ExecState()
+        self._policy_out: Optional[ex.PolicyOutput] = None
+        self._runner: Optional[ex.PolicyRunner] = None
+        self._cmd_pub = None
+        self._entities = []
+        self._published_mode = None
+        self.commands_sent = 0
+
+    # --- lifecycle ---------------------------------------------------------
+
+    def on_configure(self, state) -> TransitionCallbackReturn:
+        """Read the parameters, load and check the policy, create the interfaces."""
+        try:
+            self.cfg = params.read(self, PolicyNodeConfig)
+            self.ecfg = params.read(self, ex.ExecutorConfig)
+            self._runner = self._load_policy() if self.cfg.policy_path else None
+        except Exception as exc:  # noqa: B902 - any load error refuses the transition
+            self.get_logger().error(f'configure refused: {exc}')
+            return TransitionCallbackReturn.FAILURE
+        if self._runner is None:
+            self.get_logger().warning('no policy_path: stand and damping only')
+        else:
+            c = self._runner.contract
+            self.get_logger().info(f'policy {self.cfg.policy_path}: {c.num_joints} joints, '
+                                   f'obs {c.obs_size}, dt {c.control_dt} s')
+        from unitree_hg.msg import LowCmd, LowState
+        self._msg = LowCmd()
+        self._state = ex.ExecState(since=time.monotonic())
+        self._entities = [
+            # Raw: the fields are read from the bytes (see lowlevel.read_lowstate_cdr).
+            self.create_subscription(LowState, self.cfg.lowstate_topic, self._on_lowstate,
+                                     STATE_QOS, raw=True),
+            self.create_service(Trigger, '~/stand', self._service(ex.Request.STAND)),
+            self.create_service(Trigger, '~/start', self._service(ex.Request.START)),
+            self.create_service(Trigger, '~/stop', self._service(ex.Request.STOP)),
+            self.create_service(Trigger, '~/reset', self._service(ex.Request.RESET)),
+        ]
+        self._mode_pub = self.create_publisher(String, '~/mode', LATCHED_QOS)
+        self._status_pub = self.create_publisher(DiagnosticStatus, '~/status', 10)
+        self._status_timer = self.create_timer(0.1, self._publish_status)
+        self._publish_status()
+        return TransitionCallbackReturn.SUCCESS
+
+    def _load_policy(self) -> ex.PolicyRunner:
+        motion = None
+        if self.cfg.motion:
+            from bcg_ros.motion import load_motion
+            motion = load_motion(self.cfg.motion, control_dt=g1.CONTROL_DT)
+        return ex.PolicyRunner(self.cfg.policy_path, motion=motion,
+                               threads=self.cfg.policy_threads)
+
+    def on_activate(self, state) -> TransitionCallbackReturn:
+        """Refuse if /lowcmd has a publisher already; else start the command threads."""
+        from unitree_hg.msg import LowCmd
+        others = self.get_publishers_info_by_topic(self.cfg.lowcmd_topic)
+        if others:
+            names = sorted({f'{i.node_namespace.rstrip("/")}/{i.node_name}' for i in others})
+            self.get_logger().error(f'activate refused: {self.cfg.lowcmd_topic} already has '
+                                    f'publisher(s) {names}; only one node may command the robot')
+            return TransitionCallbackReturn.FAILURE
+        self._cmd_pub = self.create_publisher(LowCmd, self.cfg.lowcmd_topic, CMD_QOS)
+        self._stop.clear()
+        self._threads = [threading.Thread(target=self._command_loop, name='lowcmd', daemon=True),
+                         threading.Thread(target=self._policy_loop, name='policy', daemon=True)]
+        for t in self._threads:
+            t.start()
+        self.get_logger().info(f'active: commanding {self.cfg.lowcmd_topic}')
+        return super().on_activate(state)
+
+    def on_deactivate(self, state) -> TransitionCallbackReturn:
+        """Send damping, stop the threads and the /lowcmd publisher."""
+        self._halt()
+        return super().on_deactivate(state)
+
+    def on_cleanup(self, state) -> TransitionCallbackReturn:
+        """Drop the subscription, the services and the policy."""
+        self._halt()
+        for e in self._entities:
+            if hasattr(e, 'topic_name'):
+                self.destroy_subscription(e)
+            else:
+                self.destroy_service(e)
+        self._entities = []
+        self.destroy_timer(self._status_timer)
+        self._runner = None
+        return TransitionCallbackReturn.SUCCESS
+
+    def on_shutdown(self, state) -> TransitionCallbackReturn:
+        """Leave the robot damping."""
+        self._halt()
+        return TransitionCallbackReturn.SUCCESS
+
+    def _halt(self):
+        if not self._threads:
+            return
+        self._stop.set()
+        self._new_state.set()
+        for t in self._threads:
+            t.join(timeout=1.0)
+        self._threads = []
+        with self._lock:
+            self._state = ex.request(self.ecfg, self._state, ex.Request.STOP, time.monotonic(),
+                                     source='deactivate')[0]
+            sample = self._state.sample
+        if sample is not None and self._cmd_pub is not None:
+            # The robot holds its last command: make that one damping.
+            cmd = lowlevel.damping_command(self.ecfg.damping_kd, sample.mode_machine,
+                                           self.ecfg.mode_pr)
+            self._cmd_pub.publish(lowlevel.fill_lowcmd(self._msg, cmd))
+        if self._cmd_pub is not None:
+            self.destroy_publisher(self._cmd_pub)
+            self._cmd_pub = None
+        self._publish_status()
+
+    # --- callbacks ---------------------------------------------------------
+
+    def _on_lowstate(self, raw):
+        try:
+            sample = lowlevel.read_lowstate_cdr(raw, time.monotonic())
+        except lowlevel.CommandError as exc:
+            self.get_logger().error(f'{self.cfg.lowstate_topic}: {exc}', throttle_duration_sec=1)
+            return
+        with self._lock:
+            st, requests = ex.on_lowstate(self.ecfg, self._state, sample)
+            for req in requests:
+                st, ok, text = ex.request(self.ecfg, st, req, sample.stamp,
+                                          policy_ready=self._runner is not None, source='remote')
+                self.get_logger().info(f'remote {req.value}: {text}')
+            self._state = st
+        self._new_state.set()
+        self._mode_changed()
+
+    def _service(self, req: ex.Request):
+        def handle(request, response):
+            with self._lock:
+                self._state, ok, text = ex.request(
+                    self.ecfg, self._state, req, time.monotonic(),
+                    policy_ready=self._runner is not None, source='service')
+            response.success, response.message = ok, text
+            self.get_logger().info(f'{req.value}: {text}')
+            self._mode_changed()
+            return response
+        return handle
+
+    # --- threads -----------------------------------------------------------
+
+    def _command_loop(self):
+        """Send a LowCmd on each new LowState, or every period when none comes."""
+        period = 1.0 / self.cfg.command_rate_hz
+        last_send, synced = time.monotonic(), False
+        while not self._stop.is_set():
+            # While the state stream paces the loop, allow it half a period of
+            # lateness before the own clock takes over, so that a slightly late
+            # LowState is answered at once instead of one period later.
+            deadline = last_send + (1.5 * period if synced else period)
+            got = self._new_state.wait(max(0.0, deadline - time.monotonic()))
+            if self._stop.is_set():
+                break
+            now = time.monotonic()
+            if got:
+                self._new_state.clear()
+                if now - last_send < 0.5 * period:
+                    continue  # the state comes faster than the command rate
+            synced = got
+            with self._lock:
+                self._state, cmd = ex.on_tick(self.ecfg, self._state, now, self._policy_out)
+            if cmd is not None and self._cmd_pub is not None:
+                self._cmd_pub.publish(lowlevel.fill_lowcmd(self._msg, cmd))
+                self.commands_sent += 1
+            last_send = now
+            self._mode_changed()
+
+    def _policy_loop(self):
+        """Step the policy every control period while in POLICY."""
+        if self._runner is None:
+            return
+        dt = self._runner.contract.control_dt
+        epoch = None
+        next_t = time.monotonic()
+        while not self._stop.is_set():
+            next_t += dt
+            delay = next_t - time.monotonic()
+            if delay > 0:
+                self._stop.wait(delay)
+            else:
+                next_t = time.monotonic()
+            with self._lock:
+                st = self._state
+            if st.mode is not ex.Mode.POLICY or st.sample is None:
+                continue
+            if epoch != st.since:
+                self._runner.reset()
+                epoch = st.since
+            try:
+                out = self._runner.step(st.sample, time.monotonic())
+            except Exception as exc:  # noqa: B902 - a failing policy must damp, not crash
+                with self._lock:
+                    self._state = ex.fault(self._state, f'policy raised: {exc}',
+                                           time.monotonic())
+                continue
+            with self._lock:
+                self._policy_out = out
+
+    # --- status ------------------------------------------------------------
+
+    def _mode_changed(self):
+        with self._lock:
+            mode = self._state.mode
+            changed = mode is not self._published_mode
+            self._published_mode = mode
+        if changed:
+            self._mode_pub.publish(String(data=mode.value))
+            st = self._state
+            self.get_logger().info(
+                f'mode {st.previous.value if st.previous else "-"} -> {mode.value}: {st.reason}')
+            self._publish_status()
+
+    def _publish_status(self):
+        with self._lock:
+            st = self._state
+        level = DiagnosticStatus.OK
+        if st.mode is ex.Mode.DAMPING:
+            level = DiagnosticStatus.ERROR
+        elif st.fault:
+            level = DiagnosticStatus.WARN
+        age = '' if st.sample is None else f'{(time.monotonic() - st.sample.stamp) * 1e3:.1f}'
+        values = dict(mode=st.mode.value, previous=st.previous.value if st.previous else '',
+                      reason=st.reason, fault=st.fault, tick_faults=str(st.tick_faults),
+                      lowstate_age_ms=age, commands_sent=str(self.commands_sent),
+                      policy=getattr(getattr(self, 'cfg', None), 'policy_path', ''))
+        self._status_pub.publish(DiagnosticStatus(
+            level=level, name=self.get_name(), message=f'{st.mode.value}: {st.reason}',
+            hardware_id='g1', values=[KeyValue(key=k, value=v) for k, v in values.items()]))
+
+
+def main(args=None) -> int:
+    """Run policy_node until shut down."""
+    # No rclpy signal handler: Ctrl-C raises KeyboardInterrupt while the context
+    # is still valid, so the last damping command can go out.
+    rclpy.init(args=args, signal_handler_options=SignalHandlerOptions.NO)
+    node = PolicyNode()
+    executor = SingleThreadedExecutor()
+    executor.add_node(node)
+    try:
+        cfg = params.read(node, PolicyNodeConfig)
+        if cfg.autostart:
+            node.trigger_configure()
+            node.trigger_activate()
+        executor.spin()
+    except (KeyboardInterrupt, ExternalShutdownException):
+        pass
+    except params.ParameterError as exc:
+        node.get_logger().error(str(exc))
+        return 1
+    finally:
+        node._halt()
+        node.destroy_node()
+        if rclpy.ok():
+            rclpy.shutdown()
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())
+

@@ -1,0 +1,140 @@
+"""Fuzz: hostile LowState messages through the executor's whole safety pipeline.
+
+Each example is a short run of generated LowStates (NaN, Inf, huge values,
+ticks that repeat or jump back, random remote bytes, gaps in time) fed to an
+executor that starts in a random mode, as the node does: serialized bytes ->
+sample -> on_lowstate (and remote requests) -> on_tick -> LowCmd message. Every
+LowCmd must be finite, within the command limits, with slots 29..34 off, carry
+the crc the robot expects, and be damping wherever the rules say so.
+"""
+
+import dataclasses
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from bcg_ros import executor as ex
+from bcg_ros.robot import g1, lowlevel
+
+unitree_hg_msg = pytest.importorskip(
+    'unitree_hg.msg', reason='unitree_hg is not built; run scripts/build_unitree_hg.sh')
+from rclpy.serialization import serialize_message  # noqa: E402
+
+EXAMPLES = 10_000
+CFG = ex.ExecutorConfig(stand_duration=0.05)
+LIMITS = CFG.limits
+COUNT = {'examples': 0, 'lowstates': 0, 'lowcmds': 0, 'damping_required': 0}
+
+hostile = st.one_of(
+    st.floats(allow_nan=True, allow_infinity=True, width=32),
+    st.sampled_from([0.0, -0.0, 1e30, -1e30, float('nan'), float('inf'), -float('inf')]),
+    st.floats(-4.0, 4.0, width=32))
+plausible = st.floats(-0.25, 0.25, width=32)
+
+
+@st.composite
+def lowstate(draw):
+    """A LowState message and the time gap before it arrives."""
+    msg = unitree_hg_msg.LowState()
+    msg.tick = draw(st.integers(0, 2 ** 32 - 1))
+    msg.mode_machine = draw(st.integers(0, 255))
+    msg.mode_pr = draw(st.integers(0, 255))
+    nasty = draw(st.sets(st.sampled_from(['q', 'dq', 'tau', 'quat', 'gyro', 'acc']),
+                         max_size=3))
+    joints = draw(st.lists(hostile if 'q' in nasty else plausible, min_size=35, max_size=35))
+    base = np.asarray(g1.DEFAULT_POSE + (0.0,) * 6)
+    for i, m in enumerate(msg.motor_state):
+        m.q = float(np.float32(base[i] + joints[i])) if np.isfinite(joints[i]) else joints[i]
+    for name, attr in (('dq', 'dq'), ('tau', 'tau_est')):
+        vals = draw(st.lists(hostile if name in nasty else plausible, min_size=35, max_size=35))
+        for m, v in zip(msg.motor_state, vals):
+            setattr(m, attr, v)
+    imu = msg.imu_state
+    if 'quat' in nasty:
+        imu.quaternion = draw(st.lists(hostile, min_size=4, max_size=4))
+    else:
+        angle = draw(st.floats(0.0, 2.0))
+        imu.quaternion = [float(np.cos(angle / 2)), float(np.sin(angle / 2)), 0.0, 0.0]
+    imu.gyroscope = draw(st.lists(hostile if 'gyro' in nasty else plausible, min_size=3,
+                                  max_size=3))
+    imu.accelerometer = draw(st.lists(hostile if 'acc' in nasty else plausible, min_size=3,
+                                      max_size=3))
+    if draw(st.booleans()):
+        msg.wireless_remote = draw(st.lists(st.integers(0, 255), min_size=40, max_size=40))
+    else:
+        held = draw(st.sets(st.sampled_from(lowlevel.BUTTONS), max_size=3))
+        msg.wireless_remote = list(lowlevel.encode_remote(held))
+    gap = draw(st.sampled_from([0.0, 0.002, 0.002, 0.002, 0.015, CFG.stale_timeout * 1.5]))
+    return msg, gap
+
+
+def policy_output(draw, t):
+    """Often fine, sometimes hostile targets and actions."""
+    q = np.asarray(draw(st.lists(hostile, min_size=29, max_size=29)), float)
+    action = np.asarray(draw(st.lists(hostile, min_size=29, max_size=29)), float)
+    kp = np.asarray(draw(st.lists(hostile, min_size=29, max_size=29)), float)
+    return ex.PolicyOutput(stamp=t, q=q, kp=np.abs(kp), kd=np.asarray(g1.DEFAULT_KD),
+                           action=action)
+
+
+def start_state(mode, t):
+    """An executor already in ``mode`` with a healthy sample behind it."""
+    q = np.zeros(35)
+    q[:29] = g1.DEFAULT_POSE
+    s = lowlevel.LowStateSample(t, 0, 5, 0, q, np.zeros(35), np.zeros(35),
+                                np.array([1.0, 0, 0, 0]), np.zeros(3), np.zeros(3),
+                                bytes(40))
+    state = ex.ExecState(sample=s, since=t)
+    state = ex.enter(state, mode, 'fuzz', t - 1.0)
+    if mode is ex.Mode.STAND:
+        state = dataclasses.replace(state, stand_from=q[:29])
+    return state
+
+
+@settings(max_examples=EXAMPLES, deadline=None, database=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(mode=st.sampled_from(list(ex.Mode)), run=st.lists(lowstate(), min_size=1, max_size=3),
+       data=st.data())
+def test_hostile_lowstates_never_produce_an_unsafe_lowcmd(mode, run, data):
+    COUNT['examples'] += 1
+    t = 100.0
+    state = start_state(mode, t)
+    out_msg = unitree_hg_msg.LowCmd()
+    for msg, gap in run:
+        t += gap
+        sample = lowlevel.read_lowstate_cdr(serialize_message(msg), t)
+        before = state.mode
+        state, requests = ex.on_lowstate(CFG, state, sample)
+        for req in requests:
+            state, _, _ = ex.request(CFG, state, req, t, source='remote')
+        COUNT['lowstates'] += 1
+        t_cmd = t + data.draw(st.sampled_from([0.0, 0.001, CFG.stale_timeout * 1.2]))
+        policy = policy_output(data.draw, t_cmd) if data.draw(st.booleans()) else None
+        bad_state = ex.check_state(CFG, sample) is not None
+        state, cmd = ex.on_tick(CFG, state, t_cmd, policy)
+        assert cmd is not None
+        wire = lowlevel.fill_lowcmd(out_msg, cmd)
+        back, crc_ok = lowlevel.read_lowcmd_cdr(serialize_message(wire))
+        COUNT['lowcmds'] += 1
+        assert crc_ok, 'LowCmd crc does not match'
+        assert LIMITS.contains(back), 'LowCmd outside the limits or not finite'
+        assert back.mode_machine == sample.mode_machine, 'mode_machine not copied'
+        must_damp = (state.mode in (ex.Mode.PASSIVE, ex.Mode.DAMPING)
+                     or (bad_state and ex.driving(ex.ExecState(mode=before)))
+                     or (t_cmd - sample.stamp > CFG.stale_timeout and before is not ex.Mode.PASSIVE
+                         and ex.driving(ex.ExecState(mode=before))))
+        if must_damp:
+            COUNT['damping_required'] += 1
+            assert back.is_damping(), f'not damping in {state.mode} ({state.reason})'
+            assert not ex.driving(state)
+        if before is ex.Mode.DAMPING:
+            assert state.mode is ex.Mode.DAMPING or requests, 'damping left without a reset'
+
+
+def test_fuzz_count_is_reported():
+    """Runs after the fuzz (file order): it saw at least EXAMPLES examples."""
+    print(f"fuzz: {COUNT['examples']} examples, {COUNT['lowstates']} hostile LowStates, "
+          f"{COUNT['lowcmds']} LowCmds checked, {COUNT['damping_required']} required damping")
+    assert COUNT['examples'] >= EXAMPLES
