@@ -91,7 +91,7 @@ def init(cfg: ADDConfig, add_size: int, key) -> ADDState:
     """Return a fresh discriminator for features of length ``add_size``."""
     params = networks.mlp_init(key, (add_size,) + tuple(cfg.hidden) + (1,), layer_norm=False)
     return ADDState(params, _optimizer(cfg).init(params), jnp.ones((add_size,)),
-                    jnp.asarray(0.0), jnp.zeros((cfg.buffer_size, add_size)),
+                    jnp.asarray(0.0, jnp.float32), jnp.zeros((cfg.buffer_size, add_size)),
                     jnp.asarray(0, jnp.int32), jnp.asarray(0, jnp.int32))
 
 

@@ -68,7 +68,7 @@ class Normalizer:
 
 def normalizer_init(size: int) -> Normalizer:
     """Return a normaliser that leaves inputs unchanged until it sees data."""
-    return Normalizer(jnp.zeros((size,)), jnp.ones((size,)), jnp.asarray(1e-4))
+    return Normalizer(jnp.zeros((size,)), jnp.ones((size,)), jnp.asarray(1e-4, jnp.float32))
 
 
 def normalizer_update(n: Normalizer, x) -> Normalizer:
@@ -95,7 +95,7 @@ def policy_init(key, obs_size: int, action_size: int, hidden: Sequence[int],
                 init_log_std: float, out_scale: float = 0.1):
     """Return Gaussian policy parameters: an MLP for the mean and a state-free log std."""
     return {'mlp': mlp_init(key, (obs_size,) + tuple(hidden) + (action_size,), out_scale),
-            'log_std': jnp.full((action_size,), init_log_std)}
+            'log_std': jnp.full((action_size,), init_log_std, jnp.float32)}
 
 
 def policy_mean(params, norm: Normalizer, obs, obs_clip: float = 5.0):

@@ -1,0 +1,337 @@
+"""
+The G1 imitation environment: a reference motion, the differentiable simulator, BCG.
+
+Implements :class:`bcg_ros.core.env.Env` on :mod:`bcg_ros.core.sim` wrapped by
+:mod:`bcg_ros.core.bcg`:
+
+- observation: :func:`bcg_ros.contract.observation_frame` with ``xp=jnp`` on
+  the contract of :func:`bcg_ros.contract.imitation_contract` (robot state plus
+  the reference at t+1..t+3), history per term as the contract says; the very
+  code the evaluator and the executor run with ``xp=np``;
+- action: the contract's ``action_to_targets`` (default pose + 0.25 a), PD in
+  the simulator;
+- reward: the ADD features of :func:`bcg_ros.motion.add_features` of the
+  simulated state against the reference's (``info['add_delta']``; the learner
+  adds the ADD reward), plus an action-rate penalty and optional alive and
+  tracking terms;
+- terminations: root height below ``min_root_height`` or mean key-point error
+  above ``max_track_error`` (failures: no bootstrap); the end of the clip or
+  ``episode_length`` (truncation: bootstrap);
+- episodes start at a random frame of the clip in the reference's state
+  (reference state initialisation) and restart inside :meth:`G1Env.step` with
+  ``jnp.where`` on the batch;
+- domain randomisation per episode: ground friction, pelvis mass, pelvis CoM
+  offset, PD gain scale, an action latency of 0 or 1 control step; random
+  pushes (a horizontal velocity change) at random steps.
+"""
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Tuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from bcg_ros import contract as ct
+from bcg_ros import motion as motion_mod
+from bcg_ros.core import bcg as bcg_mod
+from bcg_ros.core import sim as simulator
+from bcg_ros.core.env import StepOut
+from bcg_ros.robot import g1
+
+
+@dataclass(frozen=True)
+class DomainRandConfig:
+    """Domain randomisation of the G1 environment (per episode unless stated)."""
+
+    enabled: bool = True
+    """Randomise; False: nominal robot, no latency, no pushes."""
+    friction_range: Tuple[float, float] = (0.5, 1.25)
+    """Ground friction coefficient, uniform."""
+    base_mass_range: Tuple[float, float] = (-1.0, 3.0)
+    """Mass added to the pelvis [kg], uniform."""
+    com_offset: float = 0.02
+    """Pelvis centre-of-mass offset [m], uniform in +-com_offset per axis."""
+    gain_scale_range: Tuple[float, float] = (0.9, 1.1)
+    """Factor on every kp and kd, uniform."""
+    latency_prob: float = 0.5
+    """Probability that the episode applies each action one control step late."""
+    push_prob: float = 0.01
+    """Probability per control step of a push."""
+    push_velocity: float = 0.3
+    """Largest horizontal velocity change of a push [m/s], uniform per axis."""
+
+
+@dataclass(frozen=True)
+class G1EnvConfig:
+    """Configuration of the G1 imitation environment."""
+
+    num_envs: int = 64
+    """Parallel environments (64 with BCG in the paper, 128 without)."""
+    motion: str = 'run'
+    """Reference motion: a built-in clip (run, jump, fight, dance) or a motion file."""
+    episode_length: int = 0
+    """Control steps before truncation; 0: until the end of the clip."""
+    sim: simulator.SimConfig = field(default_factory=simulator.SimConfig)
+    """Differentiable simulator (contact stiffness ``sim.contact.k``)."""
+    bcg: bcg_mod.BCGConfig = field(default_factory=bcg_mod.BCGConfig)
+    """Bundled contact gradients (``bcg.enabled=false``: plain SHAC)."""
+    dr: DomainRandConfig = field(default_factory=DomainRandConfig)
+    """Domain randomisation."""
+    action_scale: float = 0.25
+    """Joint target = default pose + action_scale * action [rad]."""
+    random_start: bool = True
+    """Start episodes at a random frame of the clip (else at frame 0)."""
+    min_remaining: int = 16
+    """A random start leaves at least this many frames of the clip."""
+    init_joint_noise: float = 0.02
+    """Std of the noise on the initial joint angles [rad]."""
+    min_root_height: float = 0.3
+    """Terminate (a fall) when the pelvis is lower than this [m]."""
+    max_track_error: float = 0.5
+    """Terminate when the mean key-point error exceeds this [m]."""
+    action_rate_weight: float = 0.01
+    """Weight of the action-rate penalty |a_t - a_{t-1}|^2."""
+    alive_weight: float = 0.0
+    """Reward per step alive."""
+    tracking_weight: float = 0.0
+    """Weight of exp(-e^2 / tracking_sigma^2), e the mean key-point error (0: ADD only)."""
+    tracking_sigma: float = 0.2
+    """Length scale of the optional tracking term [m]."""
+
+
+@jax.tree_util.register_dataclass
+@dataclass(frozen=True)
+class DomainParams:
+    """One episode's randomised robot (leading env axis when batched)."""
+
+    friction: jax.Array
+    base_mass: jax.Array
+    com_offset: jax.Array
+    gain_scale: jax.Array
+    latency: jax.Array
+    """1.0: actions are applied one control step late."""
+
+
+@jax.tree_util.register_dataclass
+@dataclass(frozen=True)
+class G1State:
+    """Batched state of the G1 imitation environments."""
+
+    bcg: bcg_mod.BCGState
+    t: jax.Array
+    """[B] control steps since the episode started."""
+    frame: jax.Array
+    """[B] reference frame the state corresponds to."""
+    last_action: jax.Array
+    """[B, 29] previous raw policy output."""
+    history: tuple
+    """Per observation term [B, history, size], oldest first."""
+    dr: DomainParams
+
+
+class G1Env:
+    """Batched, differentiable G1 imitation of one reference motion (module docstring)."""
+
+    def __init__(self, config: G1EnvConfig = G1EnvConfig(), motion=None):
+        """Load the motion and build the simulator (outside jit; takes a few seconds)."""
+        from bcg_ros.robot import model as g1_model
+
+        self.config = config
+        self.num_envs = config.num_envs
+        self.motion = motion if motion is not None else motion_mod.load_motion(
+            config.motion, g1.CONTROL_DT)
+        self._contract = ct.imitation_contract(self.motion.name, self.motion.num_frames,
+                                               config.action_scale)
+        self.robot = g1_model.load()
+        self.sim = simulator.build_g1(config.sim)
+        self.pelvis = self.robot.root_body
+        self.qpos_adr = np.asarray(self.robot.qpos_adr)
+        self.qvel_adr = np.asarray(self.robot.qvel_adr)
+        m = self.motion
+        qpos, qvel = motion_mod.reference_state(m, self.robot)
+        dt = self.sim.dtype
+        self.ref_qpos = jnp.asarray(qpos, dt)
+        self.ref_qvel = jnp.asarray(qvel, dt)
+        self.ref_joint_pos = jnp.asarray(m.joint_pos, dt)
+        self.ref_root_quat = jnp.asarray(m.root_quat, dt)
+        self.ref_root_pos = jnp.asarray(m.root_pos, dt)
+        self.ref_key = jnp.asarray(m.key_pos, dt)
+        self.ref_features = jnp.asarray(motion_mod.motion_features(m), dt)
+        self.num_frames = m.num_frames
+        if self.num_frames <= ct.REF_FUTURE + 2:
+            raise ValueError(f'motion {m.name!r}: {self.num_frames} frames, too short to imitate')
+        self.episode_length = (config.episode_length or self.num_frames - 1)
+        self.obs_size = self._contract.obs_size
+        self.action_size = g1.NUM_JOINTS
+        self.add_size = motion_mod.FEATURE_SIZE
+
+    def contract(self) -> ct.Contract:
+        """Return the deployment contract of policies of this environment."""
+        return self._contract
+
+    # --- small named terms ---
+
+    def _robot_obs(self, qpos, qvel, last_action) -> ct.RobotObs:
+        """Return what the robot measures, for one env."""
+        return ct.RobotObs(quat=qpos[3:7], gyro=qvel[3:6], joint_pos=qpos[self.qpos_adr],
+                           joint_vel=qvel[self.qvel_adr], last_action=last_action,
+                           command=jnp.zeros(3, qpos.dtype))
+
+    def _ref_obs(self, frame) -> ct.RefObs:
+        """Return the reference at frames t+1..t+3 (held at the last frame), for one env."""
+        idx = jnp.clip(frame + jnp.arange(1, ct.REF_FUTURE + 1), 0, self.num_frames - 1)
+        return ct.RefObs(joint_pos=self.ref_joint_pos[idx], root_quat=self.ref_root_quat[idx],
+                         root_height=self.ref_root_pos[idx, 2])
+
+    def _frame(self, qpos, qvel, last_action, frame):
+        """Return one env's observation frame (per term), by the contract."""
+        return ct.observation_frame(self._contract, self._robot_obs(qpos, qvel, last_action),
+                                    self._ref_obs(frame), xp=jnp)
+
+    def _features(self, qpos, qvel, key_points):
+        """Return one env's ADD features of the simulated state."""
+        quat = qpos[3:7]
+        w = quat_rotate(quat, qvel[3:6])
+        return motion_mod.add_features(qpos[0:3], quat, qpos[self.qpos_adr],
+                                       qvel[self.qvel_adr], qvel[0:3], w, key_points, xp=jnp)
+
+    def _env_sim(self, p: DomainParams) -> simulator.Sim:
+        """Return the simulator of one randomised robot (called inside vmap)."""
+        s = self.sim
+        m = s.mjx_model
+        m = m.replace(body_mass=m.body_mass.at[self.pelvis].add(p.base_mass),
+                      body_ipos=m.body_ipos.at[self.pelvis].add(p.com_offset))
+        contact = dataclasses.replace(s.contact, friction=p.friction * jnp.ones_like(
+            s.contact.friction))
+        return dataclasses.replace(s, mjx_model=m, kp=s.kp * p.gain_scale,
+                                   kd=s.kd * p.gain_scale, contact=contact)
+
+    def _domain(self, key, n) -> DomainParams:
+        """Sample ``n`` randomised robots."""
+        c = self.config.dr
+        dt = self.sim.dtype
+        if not c.enabled:
+            return DomainParams(jnp.full((n,), self.config.sim.contact.friction, dt),
+                                jnp.zeros((n,), dt), jnp.zeros((n, 3), dt), jnp.ones((n,), dt),
+                                jnp.zeros((n,), dt))
+        k = jax.random.split(key, 5)
+
+        def u(key, rng, shape=(n,)):
+            return jax.random.uniform(key, shape, dt, rng[0], rng[1])
+
+        return DomainParams(u(k[0], c.friction_range), u(k[1], c.base_mass_range),
+                            u(k[2], (-c.com_offset, c.com_offset), (n, 3)),
+                            u(k[3], c.gain_scale_range),
+                            jax.random.bernoulli(k[4], c.latency_prob, (n,)).astype(dt))
+
+    def _fresh(self, key) -> G1State:
+        """Return ``num_envs`` new episodes at (random) reference frames."""
+        c = self.config
+        n = self.num_envs
+        k_frame, k_noise, k_dr = jax.random.split(key, 3)
+        last_start = max(self.num_frames - 1 - c.min_remaining, 1)
+        frame = (jax.random.randint(k_frame, (n,), 0, last_start) if c.random_start
+                 else jnp.zeros((n,), jnp.int32))
+        qpos = self.ref_qpos[frame]
+        qvel = self.ref_qvel[frame]
+        noise = c.init_joint_noise * jax.random.normal(k_noise, (n, len(self.qpos_adr)),
+                                                       qpos.dtype)
+        qpos = qpos.at[:, self.qpos_adr].add(noise)
+        sim_state = simulator.SimState(qpos, qvel)
+        zeros = jnp.zeros((n, self.action_size), qpos.dtype)
+        frames = jax.vmap(self._frame)(qpos, qvel, zeros, frame)
+        history = jax.vmap(lambda f: ct.init_history(self._contract, f, jnp))(frames)
+        return G1State(bcg_mod.init_batch(self.sim, c.bcg, sim_state), jnp.zeros((n,), jnp.int32),
+                       frame.astype(jnp.int32), zeros, history, self._domain(k_dr, n))
+
+    def reset(self, key) -> G1State:
+        """Return the batched state of ``num_envs`` fresh episodes."""
+        return self._fresh(key)
+
+    def observe(self, s: G1State):
+        """Return the policy input ``[B, obs_size]`` (history flattened, oldest first)."""
+        return jax.vmap(lambda h: ct.flatten(h, jnp))(s.history)
+
+    def _physics(self, s: G1State, targets, key):
+        """Advance the (randomised) simulator under BCG; return the BCG state and info."""
+        cfg = self.config.bcg
+        plain, info = jax.vmap(lambda p, st, a: simulator.step(self._env_sim(p), st, a))(
+            s.dr, s.bcg.sim, targets)
+        false = jnp.zeros(s.bcg.left.shape, bool)
+        passthrough = (bcg_mod.BCGState(plain, s.bcg.branches, jnp.zeros_like(s.bcg.left)),
+                       bcg_mod.BCGInfo(info, false, false))
+        if not cfg.enabled:
+            return passthrough
+        keys = jax.random.split(key, self.num_envs)
+
+        def bundle():
+            return jax.vmap(lambda p, st, a, k: bcg_mod.step(self._env_sim(p), cfg, st, a, k))(
+                s.dr, s.bcg, targets, keys)
+
+        # Branch work only when some env of the batch triggers or has a bundle open.
+        need = jnp.any(s.bcg.left > 0) | jnp.any(jnp.max(info.normal_force, -1) > cfg.tau)
+        return jax.lax.cond(need, bundle, lambda: passthrough)
+
+    def _push(self, b: bcg_mod.BCGState, key, dr_on: bool) -> bcg_mod.BCGState:
+        """Add random horizontal velocity kicks to the pelvis of some envs."""
+        c = self.config.dr
+        if not dr_on or c.push_prob <= 0:
+            return b
+        k_hit, k_dv = jax.random.split(key)
+        hit = jax.random.bernoulli(k_hit, c.push_prob, (self.num_envs,))
+        dv = jax.random.uniform(k_dv, (self.num_envs, 2), b.sim.qvel.dtype,
+                                -c.push_velocity, c.push_velocity)
+        dv = jax.lax.stop_gradient(jnp.where(hit[:, None], dv, 0.0))
+        sim = simulator.SimState(b.sim.qpos, b.sim.qvel.at[:, 0:2].add(dv))
+        branches = simulator.SimState(b.branches.qpos,
+                                      b.branches.qvel.at[:, :, 0:2].add(dv[:, None]))
+        return bcg_mod.BCGState(sim, branches, b.left)
+
+    def step(self, s: G1State, action, key):
+        """Advance one control step; finished episodes restart from fresh ones."""
+        c = self.config
+        k_phys, k_push, k_reset = jax.random.split(key, 3)
+        applied = jnp.where(s.dr.latency[:, None] > 0, s.last_action, action)
+        targets = self._contract.action_to_targets(applied, xp=jnp)
+        b, binfo = self._physics(s, targets, k_phys)
+        b = self._push(b, k_push, c.dr.enabled)
+        qpos, qvel = b.sim.qpos, b.sim.qvel
+        frame = jnp.minimum(s.frame + 1, self.num_frames - 1)
+        t = s.t + 1
+        keys = binfo.step.key_points
+        key_err = jnp.mean(jnp.linalg.norm(keys - self.ref_key[frame], axis=-1), -1)
+        sim_feat = jax.vmap(self._features)(qpos, qvel, keys)
+        delta = self.ref_features[frame] - sim_feat
+        reward = (c.alive_weight
+                  - c.action_rate_weight * jnp.sum((action - s.last_action) ** 2, -1)
+                  + c.tracking_weight * jnp.exp(-key_err ** 2 / c.tracking_sigma ** 2))
+        terminated = ((qpos[:, 2] < c.min_root_height)
+                      | (key_err > c.max_track_error)).astype(qpos.dtype)
+        ended = (t >= self.episode_length) | (frame >= self.num_frames - 1)
+        truncated = (1.0 - terminated) * ended.astype(qpos.dtype)
+        done = jnp.maximum(terminated, truncated)
+        frames = jax.vmap(self._frame)(qpos, qvel, action, frame)
+        history = jax.vmap(lambda h, f: ct.push_history(h, f, jnp))(s.history, frames)
+        nxt = G1State(b, t, frame, action, history, s.dr)
+        terminal_obs = self.observe(nxt)
+        fresh = self._fresh(k_reset)
+        nxt = jax.tree.map(
+            lambda a, f: jnp.where(done.reshape((-1,) + (1,) * (a.ndim - 1)) > 0, f, a),
+            nxt, fresh)
+        depth = binfo.step.depth
+        pen = depth > 0
+        pen_mm = 1e3 * jnp.sum(jnp.where(pen, depth, 0.0), -1) / jnp.maximum(
+            jnp.sum(pen, -1), 1)
+        info = {'terminated': terminated, 'truncated': truncated, 'terminal_obs': terminal_obs,
+                'add_delta': delta, 'e_track': 100.0 * key_err,
+                'bundle': binfo.bundled.astype(qpos.dtype),
+                'penetration_mm': jax.lax.stop_gradient(pen_mm),
+                'root_height': qpos[:, 2]}
+        return nxt, StepOut(self.observe(nxt), reward, done, info)
+
+
+def quat_rotate(q, v):
+    """Rotate vector(s) v by unit quaternion(s) q (w, x, y, z): body to world frame."""
+    return ct.quat_rotate_inverse(ct.quat_conj(q, jnp), v, jnp)
