@@ -1,0 +1,116 @@
+"""policy_node over DDS loopback: /lowstate-to-/lowcmd latency and 500 Hz period error.
+
+policy_node runs as its own process with a zero policy, in STAND; this process
+publishes LowState at 500 Hz (as the robot does) and receives every LowCmd.
+Latency: from publishing a LowState to receiving the next LowCmd. Period
+error: |interval between consecutive LowCmds - 2 ms|. The machine's load
+average is printed with the figures, since both depend on it.
+"""
+
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+import numpy as np
+
+from bcg_ros import testing
+from bcg_ros.robot import g1, lowlevel
+
+
+def add_arguments(parser):
+    """Benchmark options."""
+    parser.add_argument('--seconds', type=float, default=20.0, help='measured duration [s]')
+
+
+def run(args) -> int:
+    """Measure and print the figures; the last line is executor_latency_p99_ms."""
+    import rclpy
+    from rclpy.executors import SingleThreadedExecutor
+    from std_srvs.srv import Trigger
+    from unitree_hg.msg import LowCmd, LowState
+
+    seconds = 5.0 if args.quick else args.seconds
+    os.environ.setdefault('ROS_DOMAIN_ID', str(150 + os.getpid() % 50))
+    tmp = tempfile.mkdtemp(prefix='bcg_bench_executor_')
+    policy = testing.constant_policy(os.path.join(tmp, 'zero.onnx'), 0.0)
+    proc = subprocess.Popen(
+        [sys.executable, '-m', 'bcg_ros.nodes.policy_node', '--ros-args',
+         '-p', f'policy_path:={policy}', '-p', 'autostart:=true', '-p', 'stand_duration:=0.5',
+         '-p', 'stale_timeout:=0.1'],
+        stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
+    rclpy.init()
+    node = rclpy.create_node('bench_executor')
+    sent, recv, lock = {}, [], threading.Lock()
+    node.create_subscription(LowCmd, '/lowcmd', lambda raw: recv.append(time.monotonic()), 100,
+                             raw=True)
+    pub = node.create_publisher(LowState, '/lowstate', 10)
+    ex = SingleThreadedExecutor()
+    ex.add_node(node)
+    threading.Thread(target=ex.spin, daemon=True).start()
+    msg = LowState()
+    msg.mode_machine = g1.MODE_MACHINE_29DOF
+    for i, m in enumerate(msg.motor_state[:g1.NUM_JOINTS]):
+        m.q = g1.DEFAULT_POSE[i]
+    msg.imu_state.quaternion = [1.0, 0.0, 0.0, 0.0]
+    msg.wireless_remote = list(lowlevel.encode_remote())
+    stop = threading.Event()
+    pub_times = []
+
+    def publish_states():
+        period, tick, nxt = 1.0 / g1.LOWCMD_RATE_HZ, 0, time.monotonic()
+        while not stop.is_set():
+            nxt += period
+            delay = nxt - time.monotonic()
+            if delay > 0:
+                time.sleep(delay)
+            tick += 2
+            msg.tick = tick
+            t = time.monotonic()
+            pub.publish(msg)
+            with lock:
+                pub_times.append(t)
+
+    threading.Thread(target=publish_states, daemon=True).start()
+    try:
+        client = node.create_client(Trigger, '/policy_node/stand')
+        if not client.wait_for_service(timeout_sec=20.0):
+            print('policy_node did not come up')
+            return 1
+        time.sleep(0.5)
+        client.call_async(Trigger.Request())
+        time.sleep(1.0)
+        with lock:
+            recv.clear()
+            pub_times.clear()
+        time.sleep(seconds)
+        stop.set()
+        time.sleep(0.05)
+    finally:
+        proc.send_signal(2)
+        proc.wait(timeout=10)
+        ex.shutdown()
+        node.destroy_node()
+        rclpy.shutdown()
+    pubs, cmds = np.asarray(pub_times), np.asarray(recv)
+    if len(cmds) < 10 or len(pubs) < 10:
+        print(f'too few messages: {len(pubs)} LowState, {len(cmds)} LowCmd')
+        return 1
+    nxt = np.searchsorted(cmds, pubs)
+    ok = nxt < len(cmds)
+    latency = (cmds[nxt[ok]] - pubs[ok]) * 1e3
+    period_err = np.abs(np.diff(cmds) - 1.0 / g1.LOWCMD_RATE_HZ) * 1e3
+    state_err = np.abs(np.diff(pubs) - 1.0 / g1.LOWCMD_RATE_HZ) * 1e3
+    load = os.getloadavg()
+    print(f'machine: {os.cpu_count()} CPUs, load average {load[0]:.2f} {load[1]:.2f} '
+          f'{load[2]:.2f}')
+    print(f'{len(pubs)} LowState sent, {len(cmds)} LowCmd received in {seconds:.0f} s '
+          f'({len(cmds) / seconds:.0f} Hz)')
+    print(f'LowState publisher period error p99: {np.percentile(state_err, 99):.3f} ms '
+          f'(the command loop follows it)')
+    print(f'executor_latency_p50_ms: {np.percentile(latency, 50):.3f}')
+    print(f'executor_period_error_p99_ms: {np.percentile(period_err, 99):.3f}')
+    print(f'executor_latency_p99_ms: {np.percentile(latency, 99):.3f}')
+    return 0
