@@ -105,7 +105,7 @@ class ExecutorConfig:
     """Remote buttons that request POLICY."""
     stop_combo: str = 'select'
     """Remote buttons that trigger the e-stop (DAMPING, latched)."""
-    reset_combo: str = 'L2+R2'
+    reset_combo: str = 'L1+R1'
     """Remote buttons that reset DAMPING to PASSIVE."""
 
     def __post_init__(self):

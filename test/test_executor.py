@@ -107,7 +107,7 @@ def test_remote_combos_drive_the_modes():
     # e-stop wins when pressed together with start.
     st = feed(st, sample(1.7, 5, remote=['select', 'A', 'start']))
     assert st.mode is ex.Mode.DAMPING and 'remote' in st.reason
-    st = feed(st, sample(1.8, 6, remote=['L2', 'R2']))
+    st = feed(st, sample(1.8, 6, remote=['L1', 'R1']))
     assert st.mode is ex.Mode.PASSIVE
 
 
