@@ -51,6 +51,10 @@ class BCGConfig:
     """lambda: damping of the foot Jacobian's pseudo-inverse."""
     horizon: int = 2
     """H: control steps a bundle lasts before it collapses to its mean."""
+    antithetic: bool = True
+    """Draw offsets in opposite pairs (+e, -e), so the branches' mean starts at the
+    unperturbed state: the forward rollout stays the stiff one up to O(sigma^2) and
+    the mean adds no sampling noise of its own (odd B: the last branch has no offset)."""
 
     def __post_init__(self):
         """Reject values the bundle cannot run with, naming the field."""
@@ -107,6 +111,15 @@ def normalize_quats(sim: simulator.Sim, qpos: jax.Array) -> jax.Array:
     return qpos
 
 
+def _normal(cfg: BCGConfig, key, shape, dtype):
+    """[B, *shape] standard normal draws, in opposite pairs when cfg.antithetic."""
+    if not cfg.antithetic:
+        return jax.random.normal(key, (cfg.branches,) + shape, dtype)
+    half = jax.random.normal(key, (cfg.branches // 2,) + shape, dtype)
+    rest = jnp.zeros((cfg.branches % 2,) + shape, dtype)
+    return jnp.concatenate([half, -half, rest])
+
+
 def foot_offsets(sim: simulator.Sim, cfg: BCGConfig, state: simulator.SimState,
                  normal_force: jax.Array, key: jax.Array):
     """Joint-space position and velocity offsets [B, nv] of the contacting feet.
@@ -120,8 +133,8 @@ def foot_offsets(sim: simulator.Sim, cfg: BCGConfig, state: simulator.SimState,
     foot_force = jax.ops.segment_max(normal_force, foot_of, num_segments=nfeet)
     contacting = (foot_force > cfg.tau).astype(sim.dtype)             # [F]
     key_p, key_v = jax.random.split(key)
-    dp = cfg.sigma_p * jax.random.normal(key_p, (cfg.branches, nfeet, 3), sim.dtype)
-    dv = cfg.sigma_v * jax.random.normal(key_v, (cfg.branches, nfeet, 3), sim.dtype)
+    dp = cfg.sigma_p * _normal(cfg, key_p, (nfeet, 3), sim.dtype)
+    dv = cfg.sigma_v * _normal(cfg, key_v, (nfeet, 3), sim.dtype)
     gram = jac @ jnp.swapaxes(jac, -1, -2) + cfg.damping * jnp.eye(3, dtype=sim.dtype)
 
     def to_joints(dx):                                                 # [B, F, 3] -> [B, nv]

@@ -1,0 +1,64 @@
+"""Tiny inline MJCF models and their simulators, shared by the simulator and BCG tests."""
+
+import mujoco
+
+from bcg_ros.core import sim as simulator
+
+HOPPER_XML = """
+<mujoco model="hopper_box">
+  <option timestep="0.005"/>
+  <worldbody>
+    <body name="base" pos="0 0 0.2">
+      <joint name="x" type="slide" axis="1 0 0"/>
+      <joint name="z" type="slide" axis="0 0 1"/>
+      <geom type="box" size="0.1 0.05 0.05" mass="2"/>
+      <body name="foot" pos="0 0 -0.1">
+        <joint name="leg" type="slide" axis="0 0 1" range="-0.05 0.05" armature="0.05"
+               damping="0.1"/>
+        <geom type="sphere" size="0.02" mass="0.3"/>
+      </body>
+    </body>
+  </worldbody>
+</mujoco>
+"""
+"""A box on x/z slides with a sprung prismatic leg: a foot sphere under it, two corner spheres."""
+
+HOPPER_SPHERES = (('foot', (0.0, 0.0, 0.0)), ('base', (0.1, 0.0, -0.05)),
+                  ('base', (-0.1, 0.0, -0.05)))
+
+TUMBLER_XML = """
+<mujoco model="tumbler">
+  <option timestep="0.005"/>
+  <worldbody>
+    <body name="torso" pos="0 0 1">
+      <freejoint/>
+      <geom type="box" size="0.1 0.07 0.05" mass="3"/>
+      <body name="arm" pos="0.1 0 0">
+        <joint name="shoulder" type="hinge" axis="0 1 0" armature="0.01" damping="0.05"/>
+        <geom type="capsule" fromto="0 0 0 0.2 0 0" size="0.02" mass="0.5"/>
+        <body name="hand" pos="0.2 0 0">
+          <joint name="elbow" type="hinge" axis="1 0 0" armature="0.01" range="-1 1"/>
+          <geom type="capsule" fromto="0 0 0 0 0 -0.15" size="0.02" mass="0.3"/>
+        </body>
+      </body>
+    </body>
+  </worldbody>
+</mujoco>
+"""
+"""A free-floating box with a two-joint arm (3D rotations, quaternion state)."""
+
+
+def hopper(cfg: simulator.SimConfig, kp=300.0, kd=5.0):
+    """(MjModel, Sim) of the hopper box; the action is the leg's position target."""
+    m = mujoco.MjModel.from_xml_string(HOPPER_XML)
+    sim = simulator.build(m, cfg, HOPPER_SPHERES, 0.02, ['leg'], [kp], [kd], [200.0],
+                          key_points=[('foot', (0.0, 0.0, 0.0))])
+    return m, sim
+
+
+def tumbler(cfg: simulator.SimConfig, kd=(0.0, 0.0)):
+    """(MjModel, Sim) of the tumbler; actions are the two arm joints' targets."""
+    m = mujoco.MjModel.from_xml_string(TUMBLER_XML)
+    sim = simulator.build(m, cfg, [('hand', (0.0, 0.0, -0.15))], 0.02, ['shoulder', 'elbow'],
+                          [20.0, 10.0], list(kd), [50.0, 50.0])
+    return m, sim
