@@ -201,3 +201,13 @@ def test_lowcmd_from_its_serialized_bytes_matches_the_message():
     msg.motor_cmd[0].kp -= 1.0
     msg.motor_cmd[0].reserve = 1  # covered by the crc too
     assert not lowlevel.read_lowcmd_cdr(serialize_message(msg))[1]
+
+
+def test_clipped_targets_stay_within_the_limits_after_float32_rounding():
+    # The fuzz found this: 2.8798 clipped in float64 becomes 2.87980008 on the wire.
+    limits = lowlevel.CommandLimits.for_g1()
+    wild = lowlevel.pd_command(np.full(29, 1e30), np.full(29, 1e30), np.full(29, 1e30),
+                               mode_machine=5, tau=np.full(29, -1e30), dq=np.full(29, 1e30))
+    msg = lowlevel.fill_lowcmd(unitree_hg_msg.LowCmd(), limits.clip(wild, np.ones(29)))
+    assert limits.contains(lowlevel.read_lowcmd(msg))
+    assert np.all(np.asarray(limits.q_upper) <= np.asarray(g1.JOINT_UPPER))

@@ -217,6 +217,19 @@ def damping_command(kd, mode_machine: int, mode_pr: int = 0) -> MotorCommand:
     return pd_command(zeros, zeros, kd, mode_machine, mode_pr)
 
 
+def _float32_inward(lower, upper):
+    """Bounds moved inward to the nearest float32 values.
+
+    The wire carries float32: a value clipped to a float64 bound can round
+    just past it (2.8798 becomes 2.87980008). Bounds that are float32 values
+    themselves survive the rounding exactly.
+    """
+    lo, hi = np.asarray(lower, np.float32), np.asarray(upper, np.float32)
+    lo = np.where(lo < lower, np.nextafter(lo, np.float32(np.inf)), lo)
+    hi = np.where(hi > upper, np.nextafter(hi, np.float32(-np.inf)), hi)
+    return lo.astype(np.float64), hi.astype(np.float64)
+
+
 @dataclass(frozen=True)
 class CommandLimits:
     """The last barrier before the wire: what any command may ask of a motor."""
@@ -238,11 +251,15 @@ class CommandLimits:
     def for_g1(cls, kp_scale: float = 2.0, kd_scale: float = 2.0,
                tau_fraction: float = 0.5) -> 'CommandLimits':
         """Joint ranges from the G1 description; caps as multiples of its gains and torques."""
-        return cls(q_lower=np.asarray(g1.JOINT_LOWER), q_upper=np.asarray(g1.JOINT_UPPER),
-                   kp_max=kp_scale * np.asarray(g1.DEFAULT_KP),
-                   kd_max=kd_scale * np.asarray(g1.DEFAULT_KD),
-                   tau_max=tau_fraction * np.asarray(g1.TORQUE_LIMIT),
-                   dq_max=np.asarray(g1.VELOCITY_LIMIT))
+        lower, upper = _float32_inward(np.asarray(g1.JOINT_LOWER), np.asarray(g1.JOINT_UPPER))
+
+        def cap(values):
+            return _float32_inward(-np.asarray(values), np.asarray(values))[1]
+        return cls(q_lower=lower, q_upper=upper,
+                   kp_max=cap(kp_scale * np.asarray(g1.DEFAULT_KP)),
+                   kd_max=cap(kd_scale * np.asarray(g1.DEFAULT_KD)),
+                   tau_max=cap(tau_fraction * np.asarray(g1.TORQUE_LIMIT)),
+                   dq_max=cap(np.asarray(g1.VELOCITY_LIMIT)))
 
     def contains(self, cmd: MotorCommand) -> bool:
         """Whether ``cmd`` is finite, within these limits and has slots 29..34 disabled."""
