@@ -108,7 +108,7 @@ def _cpu() -> Dict[str, Any]:
     """A run that learns something visible on a 2-core CPU in under 20 minutes."""
     return {'run.iterations': 150, 'run.checkpoint_every': 10, 'run.curves_every': 10,
             'run.eval_runs': 2,
-            'g1.num_envs': 8, 'g1.episode_length': 64, 'g1.bcg.branches': 4,
+            'g1.num_envs': 8, 'g1.episode_length': 64,
             'shac.horizon': 16, 'shac.actor_hidden': (128, 64), 'shac.critic_hidden': (128, 64),
             'shac.critic_iterations': 8, 'shac.actor_lr': 2e-3,
             'ppo.horizon': 16, 'ppo.actor_hidden': (128, 64), 'ppo.critic_hidden': (128, 64),
@@ -347,6 +347,10 @@ class Trainer:
             self.history = meta.get('history', [])
             self.wall_before = float(meta.get('wall_s', 0.0))
             log(f'resumed from {ck} at iteration {meta["iteration"]}')
+        # history.jsonl restarts from what the checkpoint knows: iterations run after the
+        # last checkpoint of a killed run are run again and must not appear twice.
+        with open(self.out / 'history.jsonl', 'w') as f:
+            f.writelines(json.dumps(h) + '\n' for h in self.history)
         self.state_shardings = self._shardings(state)
         self.state = jax.device_put(state, self.state_shardings)
         self.key = jax.device_put(key, self._replicated)
