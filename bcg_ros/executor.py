@@ -1,4 +1,5 @@
-"""The G1 policy executor: modes, safety rules and the policy runner, without ROS.
+r"""
+The G1 policy executor: modes, safety rules and the policy runner, without ROS.
 
 Modes::
 
@@ -338,7 +339,8 @@ def check_action(cfg: ExecutorConfig, out: PolicyOutput) -> Optional[str]:
 
 def on_tick(cfg: ExecutorConfig, st: ExecState, now: float,
             policy: Optional[PolicyOutput] = None) -> Tuple[ExecState, Optional[MotorCommand]]:
-    """One 500 Hz command step: staleness, then the command of the current mode.
+    """
+    One 500 Hz command step: staleness, then the command of the current mode.
 
     Returns no command before the first LowState: mode_machine is not known yet.
     """
@@ -403,7 +405,7 @@ class PolicyRunner:
     """An ONNX policy with its contract, stepped at the control rate on LowState samples."""
 
     def __init__(self, path: str, motion=None, threads: int = 1):
-        """Load ``path`` and check its contract against the G1; raise ContractError naming the field."""
+        """Load ``path`` and check its contract against the G1 (ContractError names the field)."""
         import onnxruntime as ort
         opts = ort.SessionOptions()
         opts.intra_op_num_threads = threads

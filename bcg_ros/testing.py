@@ -1,4 +1,5 @@
-"""Small ONNX policies with a real contract, for tests, benchmarks and dry runs of the executor.
+"""
+Small ONNX policies with a real contract, for tests, benchmarks and dry runs of the executor.
 
 A constant policy ignores its observation (its weights are zero) and outputs
 one fixed action: zeros hold the contract's action offset (the default pose),

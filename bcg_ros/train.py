@@ -304,7 +304,8 @@ def learner(cfg: TrainConfig):
 
 
 class Trainer:
-    """One training run in one output folder: step, log, checkpoint, export.
+    """
+    One training run in one output folder: step, log, checkpoint, export.
 
     NOT pure: it times, writes files and holds the current state. The state it
     holds is replaced as a whole after each iteration under a lock, so another
@@ -482,7 +483,8 @@ class Trainer:
 
     def run(self, should_stop: Callable[[], bool] = lambda: False,
             on_iteration: Optional[Callable[[Dict[str, float]], None]] = None) -> bool:
-        """Train until ``run.iterations`` or ``should_stop()``; return whether it finished.
+        """
+        Train until ``run.iterations`` or ``should_stop()``; return whether it finished.
 
         A KeyboardInterrupt saves a checkpoint before it propagates.
         """
@@ -543,7 +545,8 @@ class Trainer:
 
 def samples_to_reach(history: Sequence[Mapping[str, float]],
                      thresholds: Sequence[float] = E_TRACK_THRESHOLDS_CM) -> Dict[str, Any]:
-    """Return, per E_track level [cm], the env samples of the first iteration at or below it.
+    """
+    Return, per E_track level [cm], the env samples of the first iteration at or below it.
 
     E_track is smoothed over 5 iterations first (one lucky iteration is not a level reached).
     """

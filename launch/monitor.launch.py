@@ -1,4 +1,5 @@
-"""On an operator's laptop: the robot model and rviz, watching a robot or a sim2sim run.
+"""
+On an operator's laptop: the robot model and rviz, watching a robot or a sim2sim run.
 
     ros2 launch bcg_ros monitor.launch.py
 """

@@ -1,4 +1,5 @@
-"""On the G1: the policy executor, the state bridge and the robot model; no simulator.
+"""
+On the G1: the policy executor, the state bridge and the robot model; no simulator.
 
 Run on the robot's computer (or a PC on its network) with the G1 in debug mode:
 

@@ -1,4 +1,5 @@
-"""Sim2sim: the G1 simulator node, the policy executor, the state bridge, the robot model.
+"""
+Sim2sim: the G1 simulator node, the policy executor, the state bridge, the robot model.
 
 g1_sim_node speaks the robot's own /lowstate and /lowcmd, so policy_node and
 state_bridge_node run exactly as on the real G1.

@@ -1,4 +1,5 @@
-"""Fuzz: hostile LowState messages through the executor's whole safety pipeline.
+"""
+Fuzz: hostile LowState messages through the executor's whole safety pipeline.
 
 Each example is a short run of generated LowStates (NaN, Inf, huge values,
 ticks that repeat or jump back, random remote bytes, gaps in time) fed to an

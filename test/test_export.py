@@ -1,4 +1,5 @@
-"""ONNX export: onnxruntime parity with the JAX policy, and the contract in the metadata.
+"""
+ONNX export: onnxruntime parity with the JAX policy, and the contract in the metadata.
 
 Parity: the largest absolute difference between onnxruntime and the jitted JAX
 policy on random observations must be under 1e-5 (float32 both); it is stated
@@ -21,8 +22,8 @@ def _random_policy(obs_size, act_size, hidden, seed=0):
     actor = networks.policy_init(jax.random.PRNGKey(seed), obs_size, act_size, hidden, -1.0,
                                  out_scale=1.0)
     # Non-trivial LayerNorm parameters and normaliser statistics, as after training.
-    actor = jax.tree.map(lambda x: x + 0.1 * jax.random.normal(jax.random.PRNGKey(seed + 1),
-                                                                 x.shape), actor)
+    noise_key = jax.random.PRNGKey(seed + 1)
+    actor = jax.tree.map(lambda x: x + 0.1 * jax.random.normal(noise_key, x.shape), actor)
     data = 2.0 * jax.random.normal(jax.random.PRNGKey(seed + 2), (500, obs_size)) + 0.5
     norm = networks.normalizer_update(networks.normalizer_init(obs_size), data)
     return actor, norm

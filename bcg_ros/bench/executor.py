@@ -1,4 +1,5 @@
-"""policy_node over DDS loopback: /lowstate-to-/lowcmd latency and 500 Hz period error.
+"""
+policy_node over DDS loopback: /lowstate-to-/lowcmd latency and 500 Hz period error.
 
 policy_node runs as its own process with a zero policy, in STAND; this process
 publishes LowState at 500 Hz (as the robot does) and receives every LowCmd.
@@ -43,7 +44,7 @@ def run(args) -> int:
         stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
     rclpy.init()
     node = rclpy.create_node('bench_executor')
-    sent, recv, lock = {}, [], threading.Lock()
+    recv, lock = [], threading.Lock()
     node.create_subscription(LowCmd, '/lowcmd', lambda raw: recv.append(time.monotonic()), 100,
                              raw=True)
     pub = node.create_publisher(LowState, '/lowstate', 10)

@@ -141,7 +141,8 @@ def _push(cfg: ADDConfig, st: ADDState, rows):
 
 
 def update(cfg: ADDConfig, st: ADDState, deltas, key):
-    """Train the discriminator on this iteration's ``deltas [..., add_size]``.
+    """
+    Train the discriminator on this iteration's ``deltas [..., add_size]``.
 
     The normaliser first folds in the new magnitudes; each step draws half its
     negatives from ``deltas`` and half from the replay buffer (from ``deltas``

@@ -1,4 +1,5 @@
-"""Bundled Contact Gradients: a drop-in wrapper of the control step.
+"""
+Bundled Contact Gradients: a drop-in wrapper of the control step.
 
 At a control step where some sphere's normal force exceeds ``tau`` (a stiff
 contact), the env's state is split into B branches: the contacting foot's
@@ -92,7 +93,7 @@ class BCGInfo:
 
 
 def init(sim: simulator.Sim, cfg: BCGConfig, state: simulator.SimState) -> BCGState:
-    """BCGState of one env with no bundle open."""
+    """Return a BCGState of one env with no bundle open."""
     branches = jax.tree.map(lambda x: jnp.broadcast_to(x, (cfg.branches,) + x.shape), state)
     return BCGState(state, branches, jnp.zeros((), jnp.int32))
 
@@ -122,7 +123,8 @@ def _normal(cfg: BCGConfig, key, shape, dtype):
 
 def foot_offsets(sim: simulator.Sim, cfg: BCGConfig, state: simulator.SimState,
                  normal_force: jax.Array, key: jax.Array):
-    """Joint-space position and velocity offsets [B, nv] of the contacting feet.
+    """
+    Joint-space position and velocity offsets [B, nv] of the contacting feet.
 
     A foot is contacting when one of its spheres' normal force exceeds tau; each
     such foot gets its own Cartesian offsets, mapped through its Jacobian.
@@ -184,7 +186,8 @@ def step(sim: simulator.Sim, cfg: BCGConfig, state: BCGState, action, key):
 
 
 def step_batch(sim: simulator.Sim, cfg: BCGConfig, state: BCGState, action, key):
-    """:func:`step` over a leading env axis; one key for the batch.
+    """
+    :func:`step` over a leading env axis; one key for the batch.
 
     The branch work runs only when at least one env of the batch triggers or has
     a bundle open (``lax.cond`` on the whole batch, never a Python branch per env).

@@ -1,4 +1,5 @@
-"""Smooth sphere-terrain contact: depth, activation, normal and friction force.
+"""
+Smooth sphere-terrain contact: depth, activation, normal and friction force.
 
 The ground is anything with a height and a normal at a horizontal point
 (:class:`Terrain`); :class:`Plane` is the one there is today, and a heightfield
@@ -98,7 +99,8 @@ def activation(d: jax.Array, k: jax.Array) -> jax.Array:
 
 
 def sphere_depth(center: jax.Array, radius: float, terrain: Terrain):
-    """Penetration depth [...], upward normal [..., 3] and contact point [..., 3].
+    """
+    Penetration depth [...], upward normal [..., 3] and contact point [..., 3].
 
     Depth is measured along the vertical (exact for a plane, a good approximation
     for gentle terrain); the contact point is the sphere's lowest point along

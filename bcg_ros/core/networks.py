@@ -17,7 +17,8 @@ LN_EPS = 1e-5
 
 
 def mlp_init(key, sizes: Sequence[int], out_scale: float = 1.0, layer_norm: bool = True):
-    """Return MLP parameters for layer sizes ``[in, h1, ..., out]``.
+    """
+    Return MLP parameters for layer sizes ``[in, h1, ..., out]``.
 
     Weights are scaled as ``sqrt(2 / fan_in)`` (He) in hidden layers and
     ``out_scale * sqrt(1 / fan_in)`` in the output layer, so that a small

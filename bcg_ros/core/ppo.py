@@ -92,7 +92,8 @@ def init(cfg: PPOConfig, add_cfg: add_mod.ADDConfig, env, key) -> PPOState:
 
 
 def gae(rewards, values, next_values, dones, gamma: float, lam: float):
-    """Return advantages ``[N, B]``: ``A_t = d_t + gamma lam (1 - done_t) A_{t+1}``.
+    """
+    Return advantages ``[N, B]``: ``A_t = d_t + gamma lam (1 - done_t) A_{t+1}``.
 
     ``d_t = r_t + gamma v'_t - v_t``, with ``v'_t`` the value after step ``t``
     (zero after a failure, already folded in by the caller).

@@ -120,7 +120,8 @@ def init(cfg: SHACConfig, add_cfg: add_mod.ADDConfig, env, key) -> SHACState:
 
 
 def td_lambda_targets(rewards, next_values, dones, gamma: float, lam: float):
-    """Return TD(lambda) targets ``[N, B]`` of a rollout.
+    """
+    Return TD(lambda) targets ``[N, B]`` of a rollout.
 
     ``G_t = r_t + gamma ((1 - l_t) v_t + l_t G_{t+1})`` with ``l_t = lam`` inside
     an episode and ``l_t = 0`` where the episode ended at ``t`` or at the last
@@ -141,7 +142,8 @@ def td_lambda_targets(rewards, next_values, dones, gamma: float, lam: float):
 
 
 def actor_objective(rewards, boot_values, dones, final_values, gamma: float):
-    """Return the SHAC actor loss from a rollout's per-step arrays ``[N, B]``.
+    """
+    Return the SHAC actor loss from a rollout's per-step arrays ``[N, B]``.
 
     ``boot_values[t]`` closes an episode that ended at ``t`` (zero after a
     failure); ``final_values [B]`` closes the episodes still running after the

@@ -1,4 +1,5 @@
-"""Differentiable simulator: MJX rigid-body dynamics with the project's own contact.
+"""
+Differentiable simulator: MJX rigid-body dynamics with the project's own contact.
 
 MJX computes the smooth part (kinematics, mass matrix, bias forces); its own
 collision and constraint solver are switched off (``opt.disableflags``), since
@@ -165,7 +166,8 @@ def build(mj_model: mujoco.MjModel, cfg: SimConfig,
           actuated: Sequence[str], kp: Sequence[float], kd: Sequence[float],
           torque_limit: Sequence[float], key_points: Sequence[Tuple[str, Vec3]] = (),
           terrain: Optional[ct.Plane] = None) -> Sim:
-    """Build a simulator of any MJCF model.
+    """
+    Build a simulator of any MJCF model.
 
     spheres: (body name, centre in body frame) of each contact sphere; the bodies
     they sit on are the "feet" (BCG's Jacobians). actuated: joint names, in
@@ -299,7 +301,8 @@ def integrate_qpos(sim: Sim, qpos: jax.Array, qvel: jax.Array, dt) -> jax.Array:
     for t, q, v in sim.joints:
         if t == 0:  # free: position then body-frame rotation
             out = out.at[q:q + 3].add(dt * qvel[v:v + 3])
-            out = out.at[q + 3:q + 7].set(_quat_integrate(qpos[q + 3:q + 7], qvel[v + 3:v + 6], dt))
+            quat = _quat_integrate(qpos[q + 3:q + 7], qvel[v + 3:v + 6], dt)
+            out = out.at[q + 3:q + 7].set(quat)
         elif t == 1:  # ball
             out = out.at[q:q + 4].set(_quat_integrate(qpos[q:q + 4], qvel[v:v + 3], dt))
     return out
@@ -379,7 +382,8 @@ def contact_terms(sim: Sim, d: mjx.Data, qvel):
 
 
 def substep(sim: Sim, state: SimState, target: jax.Array):
-    """One physics step under joint targets; returns the new state and sphere normal forces.
+    """
+    One physics step under joint targets; returns the new state and sphere normal forces.
 
     Linearly implicit in velocity: ``(M - dt df/dqdot) qacc = f - bias``. The contact's
     friction and damping, the PD's kd and the joint damping are stiff in qdot; treated

@@ -1,4 +1,5 @@
-"""g1_sim_node: a MuJoCo G1 on the robot's own topics, /lowcmd in and /lowstate out.
+"""
+g1_sim_node: a MuJoCo G1 on the robot's own topics, /lowcmd in and /lowstate out.
 
 It behaves like the G1's motor layer: a LowCmd with a wrong crc is ignored;
 the latest valid command's PD law ``tau + kp (q - q_now) + kd (dq - dq_now)``
@@ -273,7 +274,8 @@ class G1SimNode(Node):
     def _set_band(self, request, response):
         with self._lock:
             self.sim.band = bool(request.data)
-        response.success, response.message = True, f'elastic band {"on" if request.data else "off"}'
+        state = 'on' if request.data else 'off'
+        response.success, response.message = True, f'elastic band {state}'
         return response
 
     def _set_pause(self, request, response):

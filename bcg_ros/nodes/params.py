@@ -1,4 +1,5 @@
-"""ROS parameters <-> typed config dataclasses.
+"""
+ROS parameters <-> typed config dataclasses.
 
 A node declares one parameter per field of its config dataclasses, with the
 default from the code and the field's docstring as description, and builds the

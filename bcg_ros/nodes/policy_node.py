@@ -1,4 +1,5 @@
-"""policy_node: runs an ONNX policy on the G1 over unitree_hg LowState/LowCmd.
+"""
+policy_node: runs an ONNX policy on the G1 over unitree_hg LowState/LowCmd.
 
 A lifecycle node. configure loads the policy and checks its contract against
 the G1; activate refuses while another node publishes on /lowcmd, then starts
@@ -356,4 +357,3 @@ def main(args=None) -> int:
 
 if __name__ == '__main__':
     sys.exit(main())
-

@@ -1,4 +1,5 @@
-"""The G1's low-level interface as arrays: LowState in, LowCmd out, the wireless remote.
+"""
+The G1's low-level interface as arrays: LowState in, LowCmd out, the wireless remote.
 
 Pure NumPy, no ROS: the executor, the simulator node and the tests share it.
 Everything here is in motor order (LowCmd/LowState slots 0..34); the maps
@@ -111,7 +112,8 @@ def read_lowstate(msg, stamp: float) -> LowStateSample:
 
 
 def _cdr_layout(fields):
-    """Byte offsets of primitive fields laid out by XCDR1 rules (each aligned to its size).
+    """
+    Byte offsets of primitive fields laid out by XCDR1 rules (each aligned to its size).
 
     ``fields`` is a sequence of (name, numpy dtype, count); a name may repeat
     (the fields of each array element), and its offsets are then collected in
@@ -140,7 +142,8 @@ CDR_HEADER = 4
 
 
 def read_lowstate_cdr(raw: bytes, stamp: float) -> LowStateSample:
-    """A :class:`LowStateSample` straight from a serialized LowState (a raw subscription).
+    """
+    A :class:`LowStateSample` straight from a serialized LowState (a raw subscription).
 
     Building the message object costs about half a millisecond in Python; this
     reads the few fields the executor needs from the bytes instead.
@@ -218,7 +221,8 @@ def damping_command(kd, mode_machine: int, mode_pr: int = 0) -> MotorCommand:
 
 
 def _float32_inward(lower, upper):
-    """Bounds moved inward to the nearest float32 values.
+    """
+    Bounds moved inward to the nearest float32 values.
 
     The wire carries float32: a value clipped to a float64 bound can round
     just past it (2.8798 becomes 2.87980008). Bounds that are float32 values
