@@ -1,0 +1,107 @@
+"""Checkpoints: atomic writes, mismatch errors, and kill-and-resume of bcg-train."""
+
+import json
+import os
+import pathlib
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+from bcg_ros import checkpoint
+
+REPO = pathlib.Path(__file__).resolve().parents[1]
+TOY = ['--preset', 'toy', '--set', 'run.iterations=30', '--set', 'run.checkpoint_every=5',
+       '--set', 'run.progress_bar=false', '--set', 'run.tensorboard=false',
+       '--set', 'run.export=false']
+
+
+def _env():
+    env = dict(os.environ, PYTHONPATH=str(REPO), JAX_PLATFORMS='cpu')
+    env.pop('XLA_FLAGS', None)
+    return env
+
+
+def _train(out, extra=()):
+    return subprocess.run([sys.executable, '-m', 'bcg_ros.train', '--out', str(out), *TOY,
+                           *extra], env=_env(), cwd=REPO, capture_output=True, text=True,
+                          timeout=600)
+
+
+def test_roundtrip_and_atomic_write(tmp_path, monkeypatch):
+    state = {'a': np.arange(3, dtype=np.float32), 'b': [np.ones((2, 2), np.int32)]}
+    path = checkpoint.save(tmp_path / 'c.npz', state, {'iteration': 7})
+    loaded, meta = checkpoint.load(path, state)
+    assert meta['iteration'] == 7
+    np.testing.assert_array_equal(loaded['a'], state['a'])
+    np.testing.assert_array_equal(loaded['b'][0], state['b'][0])
+
+    def broken(*args, **kwargs):
+        raise OSError('disk full')
+
+    monkeypatch.setattr(np, 'savez', broken)
+    with pytest.raises(OSError):
+        checkpoint.save(path, {'a': np.zeros(3), 'b': [np.zeros((2, 2))]}, {'iteration': 8})
+    monkeypatch.undo()
+    # The failed write left the previous checkpoint whole and no temporary file.
+    assert checkpoint.read_meta(path)['iteration'] == 7
+    assert [p.name for p in tmp_path.iterdir()] == ['c.npz']
+
+
+def test_load_into_another_structure_names_the_file_and_leaf(tmp_path):
+    path = checkpoint.save(tmp_path / 'c.npz', {'a': np.zeros(3, np.float32)}, {})
+    with pytest.raises(checkpoint.CheckpointError, match=r'c\.npz: leaf_00000'):
+        checkpoint.load(path, {'a': np.zeros(4, np.float32)})
+    with pytest.raises(checkpoint.CheckpointError, match='arrays'):
+        checkpoint.load(path, {'a': np.zeros(3, np.float32), 'b': np.zeros(1)})
+
+
+def test_kill_and_resume_continues_exactly(tmp_path):
+    out = tmp_path / 'killed'
+    proc = subprocess.Popen([sys.executable, '-m', 'bcg_ros.train', '--out', str(out), *TOY],
+                            env=_env(), cwd=REPO, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    ck = out / 'checkpoint.npz'
+    deadline = time.time() + 400
+    try:
+        while time.time() < deadline:
+            if ck.is_file() and checkpoint.read_meta(ck)['iteration'] >= 10:
+                break
+            assert proc.poll() is None, 'bcg-train ended before it was killed'
+            time.sleep(0.2)
+        else:
+            pytest.fail('no checkpoint at iteration >= 10 within 400 s')
+    finally:
+        proc.kill()
+        proc.wait()
+    killed_at = checkpoint.read_meta(ck)['iteration']
+    assert 10 <= killed_at < 30
+
+    resumed = _train(out)
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    assert f'resumed from {ck} at iteration {killed_at}' in resumed.stdout
+    meta = checkpoint.read_meta(ck)
+    assert meta['iteration'] == 30
+    assert [h['iteration'] for h in meta['history']] == list(range(1, 31))
+    lines = (out / 'history.jsonl').read_text().splitlines()
+    assert [json.loads(x)['iteration'] for x in lines] == list(range(1, 31))
+
+    # The resumed run is the run that was never killed: same key, same envs, same state.
+    whole = _train(tmp_path / 'whole')
+    assert whole.returncode == 0, whole.stdout + whole.stderr
+    with np.load(ck) as a, np.load(tmp_path / 'whole' / 'checkpoint.npz') as b:
+        leaves = [k for k in a.files if k.startswith('leaf_')]
+        assert leaves == [k for k in b.files if k.startswith('leaf_')]
+        for k in leaves:
+            np.testing.assert_allclose(a[k], b[k], rtol=1e-5, atol=1e-6, err_msg=k)
+
+
+def test_resume_with_another_configuration_names_the_field(tmp_path):
+    out = tmp_path / 'run'
+    first = _train(out, ['--set', 'run.iterations=2'])
+    assert first.returncode == 0, first.stdout + first.stderr
+    other = _train(out, ['--set', 'run.iterations=3', '--set', 'shac.actor_lr=1e-4'])
+    assert other.returncode == 2
+    assert 'shac.actor_lr' in other.stdout
