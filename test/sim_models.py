@@ -6,12 +6,13 @@ from bcg_ros.core import sim as simulator
 
 HOPPER_XML = """
 <mujoco model="hopper_box">
+  <compiler angle="radian"/>
   <option timestep="0.005"/>
   <worldbody>
     <body name="base" pos="0 0 0.2">
       <joint name="x" type="slide" axis="1 0 0"/>
       <joint name="z" type="slide" axis="0 0 1"/>
-      <geom type="box" size="0.1 0.05 0.05" mass="2"/>
+      <geom type="box" size="0.1 0.05 0.05" mass="10"/>
       <body name="foot" pos="0 0 -0.1">
         <joint name="leg" type="slide" axis="0 0 1" range="-0.05 0.05" armature="0.05"
                damping="0.1"/>
@@ -28,6 +29,7 @@ HOPPER_SPHERES = (('foot', (0.0, 0.0, 0.0)), ('base', (0.1, 0.0, -0.05)),
 
 TUMBLER_XML = """
 <mujoco model="tumbler">
+  <compiler angle="radian"/>
   <option timestep="0.005"/>
   <worldbody>
     <body name="torso" pos="0 0 1">
