@@ -14,6 +14,8 @@ CONSOLE_SCRIPTS = [
     'bcg-eval = bcg_ros.eval.cli:main',
     'evaluator_node = bcg_ros.nodes.evaluator_node:main',
     'state_bridge_node = bcg_ros.nodes.state_bridge_node:main',
+    'bcg-train = bcg_ros.train:main',
+    'trainer_node = bcg_ros.nodes.trainer_node:main',
 ]
 
 setup(
