@@ -146,6 +146,12 @@ def _coerce(value, tp, name: str):
             raise ConfigError(f'{name}: expected an integer, got {value!r}')
         return value
     if tp is float:
+        if isinstance(value, str):
+            # YAML 1.1 reads 1e-3 (no dot) as a string.
+            try:
+                return float(value)
+            except ValueError:
+                pass
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise ConfigError(f'{name}: expected a number, got {value!r}')
         return float(value)
@@ -603,12 +609,44 @@ def build_parser() -> argparse.ArgumentParser:
                    help='ignore a checkpoint in the output folder and start over')
     p.add_argument('--print-config', action='store_true',
                    help='print the resolved configuration as JSON and exit')
+    p.add_argument('--compare', nargs='+', metavar='RUN_DIR', default=None,
+                   help='print the env samples each finished run needed to reach each '
+                        'E_track level, side by side, and exit')
     return p
+
+
+def compare_table(run_dirs: Sequence) -> str:
+    """Return a text table: samples to reach each E_track level, one column per run."""
+    runs = []
+    for d in run_dirs:
+        path = pathlib.Path(d) / 'summary.json'
+        try:
+            runs.append((pathlib.Path(d).name, json.loads(path.read_text())))
+        except (OSError, ValueError) as exc:
+            raise ConfigError(f'{path}: cannot read the run summary: {exc}') from exc
+    head = ['E_track [cm]'] + [f'{n} ({s["algo"]})' for n, s in runs]
+    rows = [head]
+    levels = sorted({k for _, s in runs for k in s['samples_to_e_track']}, key=float,
+                    reverse=True)
+    for lv in levels:
+        rows.append([lv] + [str(s['samples_to_e_track'].get(lv) or '-') for _, s in runs])
+    rows.append(['final E_track'] + [f'{s["last_10_iterations"]["e_track"]:.2f}'
+                                     for _, s in runs])
+    rows.append(['samples'] + [str(s['samples']) for _, s in runs])
+    width = [max(len(r[i]) for r in rows) for i in range(len(head))]
+    return '\n'.join('  '.join(c.rjust(w) for c, w in zip(r, width)) for r in rows)
 
 
 def main(argv=None) -> int:
     """Train, then export and evaluate, as the command line asks."""
     args = build_parser().parse_args(argv)
+    if args.compare:
+        try:
+            print(compare_table(args.compare))
+        except ConfigError as exc:
+            print(f'bcg-train: {exc}')
+            return 2
+        return 0
     try:
         cfg = make_config(args.preset, args.config, parse_set(args.overrides))
     except ConfigError as exc:

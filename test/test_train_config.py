@@ -1,0 +1,74 @@
+"""bcg-train configuration: presets, YAML files, dotted overrides and their errors."""
+
+import json
+
+import pytest
+
+from bcg_ros import train
+
+
+def test_defaults_are_the_papers():
+    cfg = train.TrainConfig()
+    assert cfg.shac.horizon == 32 and cfg.shac.num_critics == 3
+    assert (cfg.shac.gamma, cfg.shac.lam) == (0.99, 0.95)
+    assert (cfg.shac.critic_iterations, cfg.shac.critic_minibatches) == (16, 4)
+    assert (cfg.shac.actor_grad_clip, cfg.shac.critic_grad_clip) == (1.0, 10.0)
+    assert cfg.shac.betas == (0.7, 0.95)
+    assert (cfg.shac.actor_lr, cfg.shac.critic_lr, cfg.shac.lr_end) == (5e-3, 2e-3, 1e-5)
+    assert cfg.shac.actor_hidden == (512, 256, 128) and cfg.shac.critic_hidden == (256, 256)
+    assert cfg.g1.sim.contact.k == 300.0 and cfg.g1.bcg.branches == 10
+    paper = train.make_config('paper')
+    assert paper.g1.num_envs == 64 and paper.run.iterations == 3000
+
+
+def test_overrides_by_dotted_name_are_typed():
+    cfg = train.make_config('toy', None, train.parse_set(
+        ['shac.actor_lr=1e-3', 'shac.actor_hidden=[64, 64]', 'g1.sim.contact.k=100',
+         'g1.bcg.enabled=false', 'run.algo=ppo']))
+    assert cfg.shac.actor_lr == 1e-3 and cfg.shac.actor_hidden == (64, 64)
+    assert cfg.g1.sim.contact.k == 100.0 and isinstance(cfg.g1.sim.contact.k, float)
+    assert cfg.g1.bcg.enabled is False and cfg.run.algo == 'ppo'
+
+
+@pytest.mark.parametrize('item, words', [
+    ('shac.actor_lr=fast', ['shac.actor_lr', 'number']),
+    ('shac.horizon=3.5', ['shac.horizon', 'integer']),
+    ('shac.nope=1', ['shac.nope', 'no field', 'horizon']),
+    ('run.algo=sac', ['run.algo']),
+    ('g1.bcg.branches=0', ['g1.bcg.branches']),
+    ('shac=1', ['shac', 'section']),
+])
+def test_bad_overrides_name_the_field(item, words):
+    with pytest.raises(train.ConfigError) as exc:
+        train.make_config('toy', None, train.parse_set([item]))
+    for w in words:
+        assert w in str(exc.value)
+
+
+def test_yaml_file_then_overrides(tmp_path):
+    f = tmp_path / 'run.yaml'
+    f.write_text('preset: toy\nshac:\n  actor_lr: 0.002\n  critic_hidden: [16, 16]\n'
+                 'run.iterations: 7\n')
+    cfg = train.make_config(None, f, {'shac.actor_lr': 0.003})
+    assert cfg.run.env == 'toy' and cfg.run.iterations == 7
+    assert cfg.shac.critic_hidden == (16, 16) and cfg.shac.actor_lr == 0.003
+    bad = tmp_path / 'bad.yaml'
+    bad.write_text('shac:\n  gamma: [1, 2]\n')
+    with pytest.raises(train.ConfigError, match=r'bad\.yaml: shac\.gamma'):
+        train.make_config('toy', bad)
+
+
+def test_samples_to_reach_and_compare_table(tmp_path):
+    hist = [{'e_track': e, 'samples': 100 * (i + 1)}
+            for i, e in enumerate([30, 25, 20, 12, 9, 8, 7, 6, 5, 4])]
+    got = train.samples_to_reach(hist, (20.0, 10.0, 1.0))
+    # Smoothed over 5: means 19.2 (iterations 1-5), 14.8, 11.2, 8.4, 7.0, 6.0: the first at or
+    # below 20 ends at iteration 5 (500 samples), at or below 10 at iteration 8 (800).
+    assert got == {'20': 500, '10': 800, '1': None}
+    for name, algo in (('a', 'shac'), ('b', 'ppo')):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / 'summary.json').write_text(json.dumps(
+            {'algo': algo, 'samples': 1000, 'samples_to_e_track': got,
+             'last_10_iterations': {'e_track': 4.0}}))
+    table = train.compare_table([tmp_path / 'a', tmp_path / 'b'])
+    assert 'a (shac)' in table and 'b (ppo)' in table and '800' in table
