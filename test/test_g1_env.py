@@ -1,0 +1,95 @@
+"""The G1 imitation env: contract observations, terminations, resets, randomisation.
+
+One small env (2 envs, BCG off, randomisation on) compiled once for the module;
+a forward step of the G1 takes minutes to compile on a CPU.
+"""
+
+import dataclasses
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from bcg_ros import contract as ct
+from bcg_ros.core import bcg as bcg_mod
+from bcg_ros.core import sim as simulator
+from bcg_ros.core.env import check_env, INFO_KEYS
+from bcg_ros.core.g1_env import G1Env, G1EnvConfig
+
+
+@pytest.fixture(scope='module')
+def env():
+    cfg = G1EnvConfig(num_envs=2, motion='run', episode_length=5,
+                      bcg=bcg_mod.BCGConfig(enabled=False))
+    e = G1Env(cfg)
+    e.jit_step = jax.jit(e.step)
+    e.jit_reset = jax.jit(e.reset)
+    return e
+
+
+def _np_obs(env, state, i):
+    """The policy input of env ``i`` computed by the contract in NumPy."""
+    qpos = np.asarray(state.bcg.sim.qpos[i])
+    qvel = np.asarray(state.bcg.sim.qvel[i])
+    robot = ct.RobotObs(quat=qpos[3:7], gyro=qvel[3:6], joint_pos=qpos[env.qpos_adr],
+                        joint_vel=qvel[env.qvel_adr], last_action=np.asarray(
+                            state.last_action[i]))
+    f = int(state.frame[i])
+    m = env.motion
+    idx = np.clip(np.arange(f + 1, f + 1 + ct.REF_FUTURE), 0, m.num_frames - 1)
+    ref = ct.RefObs(joint_pos=m.joint_pos[idx], root_quat=m.root_quat[idx],
+                    root_height=m.root_pos[idx, 2])
+    c = env.contract()
+    return ct.flatten(ct.init_history(c, ct.observation_frame(c, robot, ref)))
+
+
+def test_protocol_and_contract(env):
+    check_env(env)
+    c = env.contract()
+    assert env.obs_size == c.obs_size and c.motion_name == 'run'
+    assert c.motion_frames == env.motion.num_frames
+
+
+def test_reset_observation_is_the_contracts(env):
+    st = env.jit_reset(jax.random.PRNGKey(0))
+    obs = np.asarray(env.observe(st))
+    assert obs.shape == (2, env.obs_size)
+    for i in range(2):
+        np.testing.assert_allclose(obs[i], _np_obs(env, st, i), rtol=1e-4, atol=1e-4)
+    dr = st.dr
+    lo, hi = env.config.dr.friction_range
+    assert np.all((np.asarray(dr.friction) >= lo) & (np.asarray(dr.friction) <= hi))
+    assert np.all(np.abs(np.asarray(dr.com_offset)) <= env.config.dr.com_offset)
+    assert set(np.unique(np.asarray(dr.latency))) <= {0.0, 1.0}
+
+
+def test_step_truncates_at_the_episode_length_and_resets(env):
+    st = env.jit_reset(jax.random.PRNGKey(1))
+    a = jnp.zeros((2, env.action_size))
+    for i in range(5):
+        st, out = env.jit_step(st, a, jax.random.PRNGKey(10 + i))
+        assert set(INFO_KEYS) <= set(out.info)
+        for x in (out.obs, out.reward, out.info['add_delta'], out.info['e_track']):
+            assert np.isfinite(np.asarray(x)).all()
+        assert out.info['add_delta'].shape == (2, env.add_size)
+        if i < 4:
+            assert not np.asarray(out.done).any()
+    assert np.all(np.asarray(out.info['truncated']) == 1.0)
+    assert np.all(np.asarray(out.info['terminated']) == 0.0)
+    assert np.all(np.asarray(st.t) == 0), 'finished episodes restart inside step'
+    # The observation returned is the fresh episode's; terminal_obs is the finished one's.
+    np.testing.assert_allclose(np.asarray(out.obs), np.asarray(env.observe(st)))
+    assert not np.allclose(np.asarray(out.info['terminal_obs']), np.asarray(out.obs))
+
+
+def test_low_root_terminates_only_that_env(env):
+    st = env.jit_reset(jax.random.PRNGKey(2))
+    qpos = st.bcg.sim.qpos.at[0, 2].add(-0.6)
+    sim_state = simulator.SimState(qpos, st.bcg.sim.qvel)
+    st = dataclasses.replace(st, bcg=dataclasses.replace(st.bcg, sim=sim_state))
+    st2, out = env.jit_step(st, jnp.zeros((2, env.action_size)), jax.random.PRNGKey(3))
+    assert np.asarray(out.info['terminated']).tolist() == [1.0, 0.0]
+    assert np.asarray(out.done).tolist() == [1.0, 0.0]
+    assert np.asarray(st2.t).tolist() == [0, 1]
+    assert float(st2.bcg.sim.qpos[0, 2]) > env.config.min_root_height
