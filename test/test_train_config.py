@@ -72,3 +72,14 @@ def test_samples_to_reach_and_compare_table(tmp_path):
              'last_10_iterations': {'e_track': 4.0}}))
     table = train.compare_table([tmp_path / 'a', tmp_path / 'b'])
     assert 'a (shac)' in table and 'b (ppo)' in table and '800' in table
+
+
+def test_training_code_imports_no_ros():
+    import subprocess
+    import sys
+    code = ('import sys, bcg_ros.train, bcg_ros.export, bcg_ros.checkpoint, bcg_ros.core.shac, '
+            'bcg_ros.core.ppo, bcg_ros.core.add, bcg_ros.core.g1_env, bcg_ros.core.toy_env; '
+            "assert 'rclpy' not in sys.modules")
+    r = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True, timeout=120,
+                       cwd=str(train.pathlib.Path(train.__file__).parents[1]))
+    assert r.returncode == 0, r.stderr
