@@ -4,7 +4,9 @@
 # `from unitree_hg.msg import LowCmd` works with nothing but the venv activated.
 #
 # Usage: scripts/build_unitree_hg.sh [WORKSPACE]
-#   WORKSPACE defaults to ${BCG_ROS_CACHE:-$HOME/.cache/bcg_ros}/unitree_hg_ws.
+#   WORKSPACE defaults to ${BCG_ROS_CACHE:-$HOME/.cache/bcg_ros}/unitree_hg_ws/<key>,
+#   one per (checkout, venv) pair: CMake caches name their source directory, so
+#   two checkouts must never share a build tree.
 #   BCG_ROS_FORCE_BUILD=1 rebuilds even when the install is up to date.
 #
 # What it leaves behind:
@@ -19,7 +21,8 @@ set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 pkg_dir="$(cd "${here}/../interfaces/unitree_hg" && pwd)"
-ws="${1:-${BCG_ROS_CACHE:-${HOME}/.cache/bcg_ros}/unitree_hg_ws}"
+py_key="$(printf '%s|%s' "${pkg_dir}" "${VIRTUAL_ENV:-}" | cksum | cut -d' ' -f1)"
+ws="${1:-${BCG_ROS_CACHE:-${HOME}/.cache/bcg_ros}/unitree_hg_ws/${py_key}}"
 
 log() { printf '[build_unitree_hg] %s\n' "$*"; }
 die() { printf '[build_unitree_hg] error: %s\n' "$*" >&2; exit 1; }
@@ -56,6 +59,7 @@ install_prefix="${ws}/install/unitree_hg"
 site_rel="lib/python$("${py}" -c 'import sys; print("%d.%d" % sys.version_info[:2])')/site-packages"
 venv_site="$("${py}" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
 stamp="${ws}/.built_for_venv"
+stamp_id="${VIRTUAL_ENV}|${pkg_dir}"
 
 # The build tools that the ROS runtime wheels do not pull in by themselves; each
 # is a CMake package under <venv>/share and comes from the ros-<name> wheel.
@@ -75,7 +79,7 @@ done
 
 needs_build=1
 if [[ -z "${BCG_ROS_FORCE_BUILD:-}" && -f "${stamp}" \
-      && "$(cat "${stamp}")" == "${VIRTUAL_ENV}" \
+      && "$(cat "${stamp}")" == "${stamp_id}" \
       && -d "${install_prefix}/${site_rel}/unitree_hg" ]]; then
     # Up to date when nothing that defines the package changed since the stamp.
     newer="$(find "${pkg_dir}" -newer "${stamp}" -type f \
@@ -86,6 +90,13 @@ fi
 if ((needs_build)); then
     log "building ${pkg_dir} into ${ws} (about 30-40 s)"
     rm -f "${stamp}"
+    # A build tree made for another source directory or venv cannot be reused
+    # (CMake refuses a cache generated from a different source).
+    cache="${ws}/build/unitree_hg/CMakeCache.txt"
+    if [[ -f "${cache}" ]] && ! grep -qF "CMAKE_HOME_DIRECTORY:INTERNAL=${pkg_dir}" "${cache}"; then
+        log "discarding a build tree made for another checkout"
+        rm -rf "${ws}/build" "${ws}/install" "${ws}/log"
+    fi
     start=${SECONDS}
     # RUNPATH lets the Python extension find the package's own libraries and the
     # venv's ROS libraries without LD_LIBRARY_PATH.
@@ -96,7 +107,7 @@ if ((needs_build)); then
         "-DCMAKE_INSTALL_RPATH=${install_prefix}/lib;${VIRTUAL_ENV}/lib" \
         -DCMAKE_INSTALL_RPATH_USE_LINK_PATH=ON) \
         || die "colcon build failed; see ${ws}/log/latest_build"
-    printf '%s\n' "${VIRTUAL_ENV}" > "${stamp}"
+    printf '%s\n' "${stamp_id}" > "${stamp}"
     log "built in $((SECONDS - start)) s"
 else
     log "install in ${ws} is up to date"
