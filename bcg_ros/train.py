@@ -604,6 +604,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument('--config', default=None, help='YAML file of config sections/fields')
     p.add_argument('--set', dest='overrides', action='append', default=[],
                    metavar='SECTION.FIELD=VALUE', help='override one field (repeatable)')
+    p.add_argument('--motion', default=None, metavar='CLIP_OR_FILE',
+                   help='reference motion: a built-in clip (run, jump, fight, dance) or a '
+                        'motion file; the same as --set g1.motion=...')
     p.add_argument('--out', default='runs/train', help='output folder (default runs/train)')
     p.add_argument('--fresh', action='store_true',
                    help='ignore a checkpoint in the output folder and start over')
@@ -648,7 +651,10 @@ def main(argv=None) -> int:
             return 2
         return 0
     try:
-        cfg = make_config(args.preset, args.config, parse_set(args.overrides))
+        overrides = parse_set(args.overrides)
+        if args.motion is not None:
+            overrides['g1.motion'] = args.motion
+        cfg = make_config(args.preset, args.config, overrides)
     except ConfigError as exc:
         print(f'bcg-train: {exc}')
         return 2

@@ -1,4 +1,5 @@
-"""The G1 imitation env: contract observations, terminations, resets, randomisation.
+"""
+The G1 imitation env: contract observations, terminations, resets, randomisation.
 
 One small env (2 envs, BCG off, randomisation on) compiled once for the module;
 a forward step of the G1 takes minutes to compile on a CPU.

@@ -271,20 +271,25 @@ def test_state_stream_stop_damps_within_the_timeout(world):
     time.sleep(0.3)
     t_pause = time.monotonic()
     assert obs.set_bool('/g1_sim_node/pause_state', True)
-    assert obs.wait_mode('policy_node', 'damping', timeout=2.0)
-    time.sleep(0.1)
-    with obs.lock:
-        last_state = obs.states[-1][0]
-    first_damping = next(c[0] for c in obs.cmds_since(t_pause) if c[1])
-    delay = first_damping - last_state
-    print(f'state stream stop -> damping LowCmd: {delay * 1e3:.1f} ms '
-          f'(stale_timeout {STALE_S * 1e3:.0f} ms)')
-    # The timeout, plus one command period and the DDS hops.
-    assert STALE_S - 0.005 < delay < STALE_S + 0.015
-    later = obs.cmds_since(first_damping)
-    assert later and all(c[1] for c in later), 'damping keeps going out without LowState'
-    assert obs.set_bool('/g1_sim_node/pause_state', False)
-    assert obs.trigger('/policy_node/reset').success
+    try:
+        assert obs.wait_mode('policy_node', 'damping', timeout=2.0)
+        time.sleep(0.1)
+        with obs.lock:
+            last_state = obs.states[-1][0]
+        first_damping = next(c[0] for c in obs.cmds_since(t_pause) if c[1])
+        delay = first_damping - last_state
+        print(f'state stream stop -> damping LowCmd: {delay * 1e3:.1f} ms '
+              f'(stale_timeout {STALE_S * 1e3:.0f} ms)')
+        # At most the timeout, plus one command period and the DDS hops, after the
+        # last LowState anyone saw. It can be less than the timeout: the node counts
+        # from the last LowState *it* received, and on a loaded machine the last few
+        # before the pause may not have reached it.
+        assert 0.0 < delay < STALE_S + 0.015
+        later = obs.cmds_since(first_damping)
+        assert later and all(c[1] for c in later), 'damping keeps going out without LowState'
+    finally:
+        assert obs.set_bool('/g1_sim_node/pause_state', False)
+        assert obs.trigger('/policy_node/reset').success
 
 
 def test_nan_policy_damps(world):
