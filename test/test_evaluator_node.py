@@ -25,6 +25,7 @@ from visualization_msgs.msg import MarkerArray  # noqa: E402
 
 from bcg_ros.eval.rollout import RolloutConfig  # noqa: E402
 from bcg_ros.nodes.evaluator_node import EvaluatorNodeConfig  # noqa: E402
+from bcg_ros.nodes.tf_pub import tf_message_type  # noqa: E402
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 CONFIG = REPO / 'config' / 'evaluator_node.yaml'
@@ -54,7 +55,7 @@ def test_evaluate_service_over_dds(tmp_path):
         cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     rclpy.init()
     node = rclpy.create_node('evaluator_test_client')
-    got = {'joints': 0, 'markers': 0, 'result': None}
+    got = {'joints': 0, 'markers': 0, 'tf': 0, 'result': None}
     lock = threading.Lock()
 
     def count(key):
@@ -71,6 +72,9 @@ def test_evaluate_service_over_dds(tmp_path):
                          durability=DurabilityPolicy.TRANSIENT_LOCAL)
     node.create_subscription(JointState, '/joint_states', count('joints'), 100)
     node.create_subscription(MarkerArray, '/evaluator_node/foot_contacts', count('markers'), 100)
+    TFMessage = tf_message_type()
+    if TFMessage is not None:
+        node.create_subscription(TFMessage, '/tf', count('tf'), 100)
     node.create_subscription(String, '/evaluator_node/results', on_result, latched)
     client = node.create_client(Trigger, '/evaluator_node/evaluate')
     ex = SingleThreadedExecutor()
@@ -95,6 +99,7 @@ def test_evaluate_service_over_dds(tmp_path):
         with lock:
             # 2 runs x 50 policy steps published (some may still be in flight).
             assert got['joints'] > 20 and got['markers'] > 20
+            assert TFMessage is None or got['tf'] > 20, 'no odom -> pelvis on /tf'
             assert got['result']['summary'] == summary
         report_dir = out / 'policy'
         assert json.loads((report_dir / 'result.json').read_text())['summary'] == summary

@@ -21,7 +21,7 @@ from bcg_ros import executor as ex
 from bcg_ros.robot import g1, lowlevel
 
 unitree_hg_msg = pytest.importorskip(
-    'unitree_hg.msg', reason='unitree_hg is not built; run scripts/build_unitree_hg.sh')
+    'unitree_hg.msg', reason='unitree_hg is not built; run scripts/build_interfaces.sh')
 from rclpy.serialization import serialize_message  # noqa: E402
 
 EXAMPLES = 5_500

@@ -15,7 +15,7 @@ try:
     LowCmd()
 except Exception as exc:  # ImportError, or type support that fails to load
     pytest.skip(f'unitree_hg is not importable ({exc!r}); '
-                'build it with scripts/build_unitree_hg.sh', allow_module_level=True)
+                'build it with scripts/build_interfaces.sh', allow_module_level=True)
 
 pytestmark = pytest.mark.ros
 

@@ -9,7 +9,7 @@ import pytest
 from bcg_ros.robot import crc, g1, lowlevel
 
 unitree_hg_msg = pytest.importorskip(
-    'unitree_hg.msg', reason='unitree_hg is not built; run scripts/build_unitree_hg.sh')
+    'unitree_hg.msg', reason='unitree_hg is not built; run scripts/build_interfaces.sh')
 
 
 def test_motor_slots_follow_names_not_positions():

@@ -22,7 +22,7 @@ from bcg_ros.robot import g1, lowlevel
 
 rclpy = pytest.importorskip('rclpy')
 unitree_hg_msg = pytest.importorskip(
-    'unitree_hg.msg', reason='unitree_hg is not built; run scripts/build_unitree_hg.sh')
+    'unitree_hg.msg', reason='unitree_hg is not built; run scripts/build_interfaces.sh')
 
 from lifecycle_msgs.msg import Transition  # noqa: E402
 from lifecycle_msgs.srv import ChangeState  # noqa: E402

@@ -18,7 +18,7 @@ import pytest
 
 rclpy = pytest.importorskip('rclpy', reason='rclpy not installed')
 unitree_hg_msg = pytest.importorskip(
-    'unitree_hg.msg', reason='unitree_hg not built (bash scripts/build_unitree_hg.sh)')
+    'unitree_hg.msg', reason='unitree_hg not built (bash scripts/build_interfaces.sh)')
 
 from geometry_msgs.msg import WrenchStamped  # noqa: E402
 from nav_msgs.msg import Odometry  # noqa: E402

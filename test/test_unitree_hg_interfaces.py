@@ -133,7 +133,7 @@ def built_msgs():
         module.LowCmd()
     except Exception as exc:  # ImportError, or type support that fails to load
         pytest.skip(f'unitree_hg is not importable ({exc!r}); '
-                    'build it with scripts/build_unitree_hg.sh')
+                    'build it with scripts/build_interfaces.sh')
     return module
 
 

@@ -8,9 +8,8 @@ Service ``~/evaluate`` (std_srvs/Trigger): evaluate the policy and motion (or
 velocity command) the parameters name; set them first with ``ros2 param set``
 to evaluate another. The response's ``message`` is the summary as JSON.
 
-While a run goes it publishes ``/joint_states``, ``/tf`` (odom -> pelvis;
-tf2_msgs must be importable, otherwise the same transform goes out as a
-geometry_msgs/TransformStamped on ``~/odom_to_pelvis``) and the foot contact
+While a run goes it publishes ``/joint_states``, ``/tf`` (tf2_msgs/TFMessage,
+odom -> pelvis; see :mod:`bcg_ros.nodes.tf_pub`) and the foot contact
 spheres on ``~/foot_contacts`` (visualization_msgs/MarkerArray, green where
 touching). The full result goes to ``~/results`` (std_msgs/String, JSON,
 latched) and to ``out_dir/<policy name>/`` (result.json, report.md, plots).
@@ -39,12 +38,8 @@ from bcg_ros.eval import report
 from bcg_ros.eval.evaluator import EvalConfig, evaluate
 from bcg_ros.eval.rollout import RolloutConfig, StepView
 from bcg_ros.nodes import params
+from bcg_ros.nodes.tf_pub import TfPublisher
 from bcg_ros.robot import g1
-
-try:
-    from tf2_msgs.msg import TFMessage
-except ImportError:  # no tf2_msgs wheel on PyPI; a full ROS 2 install has it
-    TFMessage = None
 
 
 @dataclass(frozen=True)
@@ -135,12 +130,7 @@ class EvaluatorNode(Node):
         latched = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE,
                              durability=DurabilityPolicy.TRANSIENT_LOCAL)
         self.joint_pub = self.create_publisher(JointState, '/joint_states', 10)
-        if TFMessage is not None:
-            self.tf_pub = self.create_publisher(TFMessage, '/tf', 10)
-        else:
-            self.tf_pub = self.create_publisher(TransformStamped, '~/odom_to_pelvis', 10)
-            self.get_logger().warning('tf2_msgs is not installed: odom -> pelvis goes to '
-                                      '~/odom_to_pelvis (geometry_msgs/TransformStamped)')
+        self.tf = TfPublisher(self)
         self.marker_pub = self.create_publisher(MarkerArray, '~/foot_contacts', 10)
         self.result_pub = self.create_publisher(String, '~/results', latched)
         self.create_service(Trigger, '~/evaluate', self._evaluate)
@@ -157,8 +147,7 @@ class EvaluatorNode(Node):
                 time.sleep(ahead)
         stamp = self.get_clock().now().to_msg()
         self.joint_pub.publish(joint_state_msg(view, stamp))
-        tf = pelvis_transform(view, stamp)
-        self.tf_pub.publish(TFMessage(transforms=[tf]) if TFMessage is not None else tf)
+        self.tf.send([pelvis_transform(view, stamp)])
         self.marker_pub.publish(contact_markers(view, stamp))
 
     def _evaluate(self, request, response):

@@ -11,7 +11,7 @@ torques); the outputs are decimated to their own rates:
   linear acceleration (specific force) in ``imu_frame``, with covariances.
 - ``/odom`` (nav_msgs/Odometry): pelvis pose in ``odom_frame``; twist in
   ``base_frame`` (REP 105), covariances from the filter.
-- ``/tf``: ``odom_frame`` -> ``base_frame``.
+- ``/tf`` (tf2_msgs/TFMessage): ``odom_frame`` -> ``base_frame``.
 - ``/left_foot/wrench``, ``/right_foot/wrench`` (geometry_msgs/WrenchStamped):
   the estimated ground wrench on each foot, in its ankle-roll link frame.
 - ``/contact_markers`` (visualization_msgs/MarkerArray): the eight foot
@@ -36,6 +36,7 @@ from visualization_msgs.msg import Marker, MarkerArray
 
 from bcg_ros import estimator as est
 from bcg_ros.nodes import params
+from bcg_ros.nodes.tf_pub import TfPublisher
 from bcg_ros.robot import g1
 
 FOOT_SIDES = ('left', 'right')
@@ -211,39 +212,6 @@ def contact_markers(e: est.Estimate, cfg: StateBridgeConfig, stamp) -> MarkerArr
     return out
 
 
-class _TfOut:
-    """A /tf publisher: tf2_ros when it is there, else tf2_msgs/TFMessage, else none."""
-
-    def __init__(self, node: Node):
-        self.broadcaster, self.pub, self.msg_type = None, None, None
-        try:
-            from tf2_ros import TransformBroadcaster
-            self.broadcaster = TransformBroadcaster(node)
-            return
-        except ImportError:
-            pass
-        try:
-            from tf2_msgs.msg import TFMessage
-        except ImportError:
-            node.get_logger().warning(
-                'neither tf2_ros nor tf2_msgs is importable: /tf is not published '
-                '(install ros-<distro>-tf2-ros, or a tf2_msgs build, for rviz); /odom carries '
-                'the same pose')
-            return
-        self.msg_type = TFMessage
-        self.pub = node.create_publisher(TFMessage, '/tf', 100)
-
-    @property
-    def available(self) -> bool:
-        return self.broadcaster is not None or self.pub is not None
-
-    def send(self, transform: TransformStamped):
-        if self.broadcaster is not None:
-            self.broadcaster.sendTransform(transform)
-        elif self.pub is not None:
-            self.pub.publish(self.msg_type(transforms=[transform]))
-
-
 class _Every:
     """True once per period of a rate, on the LowState clock."""
 
@@ -282,7 +250,7 @@ class StateBridgeNode(Node):
         self._wrench_pubs = [self.create_publisher(WrenchStamped, f'/{side}_foot/wrench', 10)
                              for side in FOOT_SIDES]
         self._marker_pub = self.create_publisher(MarkerArray, '/contact_markers', 10)
-        self._tf = _TfOut(self)
+        self._tf = TfPublisher(self)
         self._every = {k: _Every(getattr(cfg, f'{k}_rate_hz'))
                        for k in ('joint_states', 'imu', 'odom', 'wrench', 'markers')}
         self.create_subscription(LowState, cfg.lowstate_topic, self._on_lowstate,
@@ -325,7 +293,7 @@ class StateBridgeNode(Node):
             self._imu_pub.publish(imu_msg(sample, cfg, stamp))
         if every['odom'].due(t):
             self._odom_pub.publish(odometry_msg(e, cfg, stamp))
-            self._tf.send(transform_msg(e, cfg, stamp))
+            self._tf.send([transform_msg(e, cfg, stamp)])
         if every['wrench'].due(t):
             for pub, msg in zip(self._wrench_pubs, wrench_msgs(e, stamp)):
                 pub.publish(msg)
