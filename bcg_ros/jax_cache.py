@@ -10,10 +10,17 @@ def cache_dir() -> pathlib.Path:
     return pathlib.Path(root) / 'jax'
 
 
-def enable_compilation_cache() -> pathlib.Path:
-    """Point JAX at the persistent cache and cache every compile that takes over 1 s."""
+def enable_compilation_cache():
+    """
+    Point JAX at the persistent cache and cache every compile that takes over 1 s.
+
+    Returns the cache folder, or None when ``BCG_ROS_JAX_CACHE=0`` turns the cache
+    off (a way out should a cached executable fail to load on some machine).
+    """
     import jax
 
+    if os.environ.get('BCG_ROS_JAX_CACHE', '1').strip().lower() in ('0', 'false', 'no', 'off'):
+        return None
     path = cache_dir()
     path.mkdir(parents=True, exist_ok=True)
     jax.config.update('jax_compilation_cache_dir', str(path))

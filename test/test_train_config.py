@@ -83,3 +83,12 @@ def test_training_code_imports_no_ros():
     r = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True, timeout=120,
                        cwd=str(train.pathlib.Path(train.__file__).parents[1]))
     assert r.returncode == 0, r.stderr
+
+
+def test_motion_flag_sets_the_reference_motion(capsys):
+    assert train.main(['--preset', 'cpu', '--motion', 'jump', '--print-config']) == 0
+    cfg = json.loads(capsys.readouterr().out)
+    assert cfg['g1']['motion'] == 'jump'
+    assert cfg['g1']['num_envs'] == train.make_config('cpu').g1.num_envs
+    assert train.main(['--preset', 'cpu', '--print-config']) == 0
+    assert json.loads(capsys.readouterr().out)['g1']['motion'] == train.G1EnvConfig().motion
