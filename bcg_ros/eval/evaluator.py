@@ -13,9 +13,10 @@ from typing import Callable, Dict, List, Optional, Tuple, Union
 import numpy as np
 
 from bcg_ros import contract as ct
+from bcg_ros import motion as motion_mod
 from bcg_ros.eval import metrics
 from bcg_ros.eval.policy import load_policy, Policy
-from bcg_ros.eval.rollout import at_rate, Run, run_all, RolloutConfig, StepView
+from bcg_ros.eval.rollout import Run, run_all, RolloutConfig, StepView
 from bcg_ros.motion import Motion
 from bcg_ros.robot import model as g1_model
 
@@ -31,7 +32,8 @@ class EvalConfig:
     model: str = ''
     """G1 MJCF to simulate; empty: the project's model."""
     motion: str = ''
-    """Reference motion: a built-in name or a file path (load_motion); empty: none."""
+    """Reference motion: a built-in name or a file path (load_motion); empty: none, or the
+    one the policy's contract names when the policy observes a reference motion."""
     command: Tuple[float, float, float] = (0.0, 0.0, 0.0)
     """Velocity command (vx, vy, wz) for velocity policies."""
     runs: int = 5
@@ -76,7 +78,7 @@ class Evaluation:
 def resolve_motion(spec: Union[str, Motion, None], control_dt: float) -> Optional[Motion]:
     """Return a Motion at the control rate from a Motion, a name/path (load_motion), or None."""
     if spec is None or isinstance(spec, Motion):
-        return None if spec is None else at_rate(spec, 1.0 / control_dt)
+        return None if spec is None else motion_mod.resample(spec, 1.0 / control_dt)
     if not spec:
         return None
     from bcg_ros import motion as motion_module
@@ -95,8 +97,10 @@ def evaluate(config: EvalConfig, motion: Union[str, Motion, None] = None,
     """Run ``config`` (a Motion object, a loaded policy or model may be passed in)."""
     policy = policy or load_policy(config.policy, config.deploy_yaml or None, config.threads)
     g = g or g1_model.load(config.model or None)
-    mot = resolve_motion(motion if motion is not None else config.motion,
-                         policy.contract.control_dt)
+    spec = motion if motion is not None else config.motion
+    if not spec and motion is None and policy.contract.uses_reference:
+        spec = policy.contract.motion_name or None   # what it was trained on
+    mot = resolve_motion(spec, policy.contract.control_dt)
     if mot is None and policy.contract.uses_reference:
         raise ct.ContractError(f'{policy.path}: the policy observes a reference motion; '
                                'give one (EvalConfig.motion / --motion)')

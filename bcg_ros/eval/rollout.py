@@ -16,6 +16,7 @@ import numpy as np
 
 from bcg_ros import contract as ct
 from bcg_ros.eval.policy import Policy
+from bcg_ros import motion as motion_mod
 from bcg_ros.motion import Motion
 from bcg_ros.robot import g1
 from bcg_ros.robot.model import G1Model
@@ -108,28 +109,6 @@ class StepView:
     foot_contacts: np.ndarray
     foot_pos: np.ndarray
     """[8, 3] foot sphere centres, world frame."""
-
-
-def at_rate(motion: Motion, fps: float) -> Motion:
-    """``motion`` resampled to ``fps`` (linear, quaternions renormalised); itself if it matches."""
-    if abs(motion.fps - fps) < 1e-9 * fps:
-        return motion
-    t_src = np.arange(motion.num_frames) / motion.fps
-    t = np.arange(int(np.floor(motion.duration * fps + 1e-9)) + 1) / fps
-
-    def lerp(a):
-        flat = a.reshape(a.shape[0], -1)
-        out = np.stack([np.interp(t, t_src, flat[:, i]) for i in range(flat.shape[1])], -1)
-        return out.reshape((t.shape[0],) + a.shape[1:])
-
-    q = motion.root_quat.copy()
-    # Keep consecutive quaternions in one hemisphere so that interpolating them is short.
-    q[1:] *= np.sign(np.sum(q[1:] * q[:-1], -1, keepdims=True) + 1e-12).cumprod(0)
-    q = lerp(q)
-    q /= np.linalg.norm(q, axis=-1, keepdims=True)
-    return Motion(motion.name, fps, lerp(motion.root_pos), q, lerp(motion.joint_pos),
-                  lerp(motion.joint_vel), lerp(motion.root_lin_vel), lerp(motion.root_ang_vel),
-                  lerp(motion.key_pos))
 
 
 def physics_dt(control_dt: float, model_dt: float, sim_dt: float) -> Tuple[float, int]:
@@ -235,7 +214,7 @@ def run_once(policy: Policy, g: G1Model, seed: int, config: RolloutConfig = Roll
     base_dt, base_friction = m.opt.timestep, m.geom_friction[:, 0].copy()
     dt, n_sub = physics_dt(c.control_dt, base_dt, config.sim_dt)
     if motion is not None:
-        motion = at_rate(motion, 1.0 / c.control_dt)
+        motion = motion_mod.resample(motion, 1.0 / c.control_dt)
         n_steps = motion.num_frames - 1
         if config.duration > 0:
             n_steps = min(n_steps, int(round(config.duration / c.control_dt)))
