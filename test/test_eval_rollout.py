@@ -153,3 +153,19 @@ def test_table1_from_a_runs_directory(g, stand, tmp_path, monkeypatch):
                    '--runs', '1', '--no-plots', '--quiet'])
     md2 = (tmp_path / 'runs' / 'table2' / 'table2.md').read_text()
     assert rc == 0 and 'ppo' in md2 and 'Not found' in md2
+
+
+def test_motion_defaults_to_the_one_the_policy_was_trained_on(g, tmp_path):
+    """EvalConfig.motion empty: an imitation policy runs on the motion its contract names."""
+    from bcg_ros.motion import load_motion
+    run = load_motion('run', control_dt=g1.CONTROL_DT)
+    c = ct.imitation_contract(run.name, run.num_frames)
+    policy = load_policy(synthetic.save_policy(tmp_path / 'run.onnx', c))
+    short = RolloutConfig(joint_noise=0.0, root_vel_noise=0.0, friction_range=(1.0, 1.0),
+                          duration=0.1)
+    ev = evaluate(EvalConfig(runs=1, rollout=short), policy=policy, g=g)
+    assert ev.motion is not None and ev.motion.name == run.name
+    unnamed = load_policy(synthetic.save_policy(tmp_path / 'unnamed.onnx',
+                                                ct.imitation_contract()))
+    with pytest.raises(ct.ContractError, match='reference motion'):
+        evaluate(EvalConfig(runs=1, rollout=short), policy=unnamed, g=g)

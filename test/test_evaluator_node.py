@@ -1,4 +1,8 @@
-"""evaluator_node over DDS: ~/evaluate runs an evaluation, rviz topics flow, results land."""
+"""
+evaluator_node over DDS: ~/evaluate runs an evaluation, rviz topics flow, results land.
+
+A path published on its policy_topic (as trainer_node announces exports) runs another.
+"""
 
 import dataclasses
 import json
@@ -51,11 +55,11 @@ def test_evaluate_service_over_dds(tmp_path):
         [sys.executable, '-m', 'bcg_ros.nodes.evaluator_node', '--ros-args',
          '--params-file', str(CONFIG), '-p', f'policy:={policy}', '-p', f'out_dir:={out}',
          '-p', 'runs:=2', '-p', 'duration:=1.0', '-p', 'command:=[0.3, 0.0, 0.0]',
-         '-p', 'plots:=false'],
+         '-p', 'plots:=false', '-p', 'policy_topic:=/evaluator_test/exported'],
         cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     rclpy.init()
     node = rclpy.create_node('evaluator_test_client')
-    got = {'joints': 0, 'markers': 0, 'tf': 0, 'result': None}
+    got = {'joints': 0, 'markers': 0, 'tf': 0, 'result': None, 'results': 0}
     lock = threading.Lock()
 
     def count(key):
@@ -67,6 +71,7 @@ def test_evaluate_service_over_dds(tmp_path):
     def on_result(msg):
         with lock:
             got['result'] = json.loads(msg.data)
+            got['results'] += 1
 
     latched = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE,
                          durability=DurabilityPolicy.TRANSIENT_LOCAL)
@@ -77,6 +82,7 @@ def test_evaluate_service_over_dds(tmp_path):
         node.create_subscription(TFMessage, '/tf', count('tf'), 100)
     node.create_subscription(String, '/evaluator_node/results', on_result, latched)
     client = node.create_client(Trigger, '/evaluator_node/evaluate')
+    exported = node.create_publisher(String, '/evaluator_test/exported', latched)
     ex = SingleThreadedExecutor()
     ex.add_node(node)
     spin = threading.Thread(target=ex.spin, daemon=True)
@@ -103,6 +109,14 @@ def test_evaluate_service_over_dds(tmp_path):
             assert got['result']['summary'] == summary
         report_dir = out / 'policy'
         assert json.loads((report_dir / 'result.json').read_text())['summary'] == summary
+        assert (report_dir / 'report.md').is_file()
+        # An announced export: evaluated without a service call, the same report dir.
+        (report_dir / 'report.md').unlink()
+        exported.publish(String(data=str(policy)))
+        t0 = time.monotonic()
+        while got['results'] < 2 and time.monotonic() - t0 < 120.0:
+            time.sleep(0.05)
+        assert got['results'] == 2, 'the announced policy was not evaluated'
         assert (report_dir / 'report.md').is_file()
     finally:
         ex.shutdown()

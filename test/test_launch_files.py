@@ -20,8 +20,7 @@ from test_colcon_install import console_scripts
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 LAUNCH = sorted((REPO / 'launch').glob('*.launch.py'))
-# train.launch.py comes with trainer_node.
-MODES = {'sim2sim', 'real', 'monitor'}
+MODES = {'train', 'sim2sim', 'real', 'monitor'}
 REQUIRED_ARGS = {
     'train': {'config', 'use_sim_time'},
     'sim2sim': {'policy', 'policy_config', 'use_rviz', 'use_sim_time'},

@@ -11,6 +11,8 @@ import pytest
 
 rclpy = pytest.importorskip('rclpy')
 from diagnostic_msgs.msg import DiagnosticArray  # noqa: E402
+from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy  # noqa: E402
+from std_msgs.msg import String  # noqa: E402
 from std_srvs.srv import Trigger  # noqa: E402
 
 from bcg_ros import checkpoint  # noqa: E402
@@ -62,6 +64,19 @@ def _call(node, name, timeout=60.0):
     return fut.result()
 
 
+def _exported(node, timeout=10.0):
+    """The latched path on ~/exported (what evaluator_node's policy_topic listens to)."""
+    got = []
+    qos = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE,
+                     durability=DurabilityPolicy.TRANSIENT_LOCAL)
+    sub = node.create_subscription(String, '/trainer_node/exported', got.append, qos)
+    deadline = time.time() + timeout
+    while not got and time.time() < deadline:
+        rclpy.spin_once(node, timeout_sec=0.1)
+    node.destroy_subscription(sub)
+    return got[-1].data if got else None
+
+
 def test_services_and_ctrl_c(tmp_path, client):
     out = tmp_path / 'run'
     proc = _start(tmp_path, out)
@@ -78,6 +93,7 @@ def test_services_and_ctrl_c(tmp_path, client):
         assert res.success and pathlib.Path(res.message).is_file(), res.message
         import onnxruntime as ort
         ort.InferenceSession(res.message, providers=['CPUExecutionProvider'])
+        assert _exported(client) == res.message, '~/exported must name the export'
         res = _call(client, 'stop')
         assert res.success
         proc.wait(timeout=120)

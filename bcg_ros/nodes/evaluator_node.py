@@ -6,7 +6,10 @@ Parameters (config/evaluator_node.yaml) are the fields of
 
 Service ``~/evaluate`` (std_srvs/Trigger): evaluate the policy and motion (or
 velocity command) the parameters name; set them first with ``ros2 param set``
-to evaluate another. The response's ``message`` is the summary as JSON.
+to evaluate another. The response's ``message`` is the summary as JSON. With
+``policy_topic`` set (train.launch.py sets ``/trainer_node/exported``), every
+ONNX path published there (std_msgs/String, latched) is evaluated the same way,
+so each policy the trainer exports gets its report.
 
 While a run goes it publishes ``/joint_states``, ``/tf`` (tf2_msgs/TFMessage,
 odom -> pelvis; see :mod:`bcg_ros.nodes.tf_pub`) and the foot contact
@@ -27,6 +30,7 @@ import rclpy
 from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
 from rclpy.logging import get_logger
 from rclpy.node import Node
+from rclpy.parameter import Parameter
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 from rclpy.signals import SignalHandlerOptions
 from sensor_msgs.msg import JointState
@@ -66,6 +70,8 @@ class EvaluatorNodeConfig:
     """Pace the runs at real time so rviz shows them at speed (else as fast as possible)."""
     plots: bool = True
     """Write the PNG plots with the report."""
+    policy_topic: str = ''
+    """Evaluate each ONNX path published here (std_msgs/String); empty: only ~/evaluate."""
 
     def __post_init__(self):
         """Reject values that cannot work, naming the parameter."""
@@ -134,6 +140,10 @@ class EvaluatorNode(Node):
         self.marker_pub = self.create_publisher(MarkerArray, '~/foot_contacts', 10)
         self.result_pub = self.create_publisher(String, '~/results', latched)
         self.create_service(Trigger, '~/evaluate', self._evaluate)
+        if self.cfg.policy_topic:
+            self.create_subscription(String, self.cfg.policy_topic, self._on_policy, latched)
+            self.get_logger().info(f'evaluating every policy published on '
+                                   f'{self.cfg.policy_topic}')
         self._wall0 = None
 
     def _show(self, view: StepView):
@@ -151,6 +161,17 @@ class EvaluatorNode(Node):
         self.marker_pub.publish(contact_markers(view, stamp))
 
     def _evaluate(self, request, response):
+        response.success, response.message = self._run()
+        return response
+
+    def _on_policy(self, msg: String):
+        """Evaluate a policy announced on policy_topic (it becomes the policy parameter)."""
+        self.get_logger().info(f'{self.cfg.policy_topic}: evaluating {msg.data}')
+        self.set_parameters([Parameter('policy', Parameter.Type.STRING, msg.data)])
+        self._run()
+
+    def _run(self) -> Tuple[bool, str]:
+        """Evaluate what the parameters name; return (success, summary JSON or the error)."""
         # Parameters are read again per call, so `ros2 param set` picks what to evaluate.
         try:
             self.cfg = params.read(self, EvaluatorNodeConfig)
@@ -165,16 +186,13 @@ class EvaluatorNode(Node):
             result = report.write(ev, out, plots=self.cfg.plots)
         except (ValueError, OSError) as exc:
             self.get_logger().error(f'evaluation failed: {exc}')
-            response.success, response.message = False, str(exc)
-            return response
+            return False, str(exc)
         result['report_dir'] = str(out)
         self.result_pub.publish(String(data=json.dumps(result, default=float)))
         s = result['summary']
         self.get_logger().info(f'{self.cfg.policy}: {s["falls"]}/{s["runs"]} falls, '
                                f'written to {out}')
-        response.success = True
-        response.message = json.dumps(s)
-        return response
+        return True, json.dumps(s)
 
 
 def main(args=None) -> int:

@@ -20,6 +20,11 @@ now; message: its path), ``~/export_policy`` (writes policy.onnx now;
 message: its path), ``~/stop`` (ends training after the current iteration,
 saves a checkpoint). Ctrl-C also saves a checkpoint. Starting the node again
 on the same ``output_dir`` continues the run.
+
+Every export (``~/export_policy``, and the one at the end when ``finish``) is
+announced on ``~/exported`` (std_msgs/String, latched): the ONNX file's path.
+evaluator_node with ``policy_topic`` set to it evaluates each one
+(train.launch.py).
 """
 
 import sys
@@ -34,6 +39,8 @@ from rclpy.node import Node
 from rclpy.parameter import Parameter
 from rclpy.signals import SignalHandlerOptions
 from rcl_interfaces.msg import ParameterDescriptor
+from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
+from std_msgs.msg import String
 from std_srvs.srv import Trigger
 
 from bcg_ros import train
@@ -80,6 +87,9 @@ class TrainerNode(Node):
         self.stop_requested = threading.Event()
         self.done = threading.Event()
         self.pub = self.create_publisher(DiagnosticArray, '~/progress', 10)
+        self.exported_pub = self.create_publisher(String, '~/exported', QoSProfile(
+            depth=1, reliability=ReliabilityPolicy.RELIABLE,
+            durability=DurabilityPolicy.TRANSIENT_LOCAL))
         self.create_service(Trigger, '~/save_checkpoint', self._on_save)
         self.create_service(Trigger, '~/export_policy', self._on_export)
         self.create_service(Trigger, '~/stop', self._on_stop)
@@ -101,6 +111,8 @@ class TrainerNode(Node):
             if finished and self.config.finish:
                 summary = self.trainer.finish()
                 self.get_logger().info(f'finished: {summary.get("policy", "no export")}')
+                if summary.get('policy'):
+                    self._announce(summary['policy'])
             else:
                 self.get_logger().info(f'stopped at iteration {self.trainer.iteration}; '
                                        'checkpoint saved')
@@ -147,7 +159,12 @@ class TrainerNode(Node):
         if not self._not_ready(response):
             response.success = True
             response.message = str(self.trainer.export())
+            self._announce(response.message)
         return response
+
+    def _announce(self, policy):
+        """Publish an exported policy's path on ~/exported."""
+        self.exported_pub.publish(String(data=str(policy)))
 
     def _on_stop(self, request, response):
         """End training after the current iteration (a checkpoint is saved)."""

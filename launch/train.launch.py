@@ -1,0 +1,50 @@
+"""
+Training: trainer_node, and optionally evaluator_node evaluating each exported policy.
+
+trainer_node trains in its own thread and publishes ~/progress; each export
+(~/export_policy, and the one at the end) is announced on
+/trainer_node/exported, which evaluator_node (evaluate:=true) evaluates in
+MuJoCo, showing the runs on /joint_states, /tf and its contact markers.
+
+    ros2 launch bcg_ros train.launch.py config:=/path/to/trainer_node.yaml evaluate:=true
+"""
+
+import os
+
+from ament_index_python.packages import get_package_share_directory
+from launch import LaunchDescription
+from launch.actions import DeclareLaunchArgument
+from launch.conditions import IfCondition
+from launch.substitutions import LaunchConfiguration
+from launch_ros.actions import Node
+
+SHARE = get_package_share_directory('bcg_ros')
+
+
+def _config(name):
+    return os.path.join(SHARE, 'config', name)
+
+
+def generate_launch_description():
+    use_sim_time = LaunchConfiguration('use_sim_time')
+    return LaunchDescription([
+        DeclareLaunchArgument('config', default_value=_config('trainer_node.yaml'),
+                              description='trainer_node parameters file (preset, overrides, '
+                                          'output_dir)'),
+        DeclareLaunchArgument('eval_config', default_value=_config('evaluator_node.yaml'),
+                              description='evaluator_node parameters file'),
+        DeclareLaunchArgument('evaluate', default_value='false',
+                              description='start evaluator_node and evaluate every export '
+                                          '(the final export is also evaluated by the '
+                                          'trainer unless run.evaluate=false)'),
+        DeclareLaunchArgument('use_sim_time', default_value='false',
+                              description='stamp progress and the evaluation topics with /clock'),
+        Node(package='bcg_ros', executable='trainer_node', name='trainer_node', output='screen',
+             parameters=[LaunchConfiguration('config'), {'use_sim_time': use_sim_time}]),
+        Node(package='bcg_ros', executable='evaluator_node', name='evaluator_node',
+             output='screen',
+             parameters=[LaunchConfiguration('eval_config'),
+                         {'policy_topic': '/trainer_node/exported',
+                          'use_sim_time': use_sim_time}],
+             condition=IfCondition(LaunchConfiguration('evaluate'))),
+    ])
