@@ -233,3 +233,92 @@ def test_all_vectors(vectors):
         image = crc.lowcmd_struct_bytes(msg)
         assert crc.crc32_core_bitwise(image[:-4]) == case['crc'], f'case {i}'
         assert crc.stamp_crc(msg).crc == case['crc'], f'case {i}'
+
+
+# --- LowState ----------------------------------------------------------------
+
+def random_lowstate(rng, factory=None):
+    """A LowState-shaped object (or a real one from ``factory``) with random fields."""
+    ns = types.SimpleNamespace
+    msg = factory() if factory else ns(imu_state=ns(), motor_state=[ns() for _ in range(35)])
+    msg.version = rng.integers(0, 2**32, 2, dtype=np.uint32)
+    msg.mode_pr, msg.mode_machine = int(rng.integers(0, 256)), int(rng.integers(0, 256))
+    msg.tick = int(rng.integers(0, 2**32))
+    imu = msg.imu_state
+    for name, n in (('quaternion', 4), ('gyroscope', 3), ('accelerometer', 3), ('rpy', 3)):
+        setattr(imu, name, rng.normal(size=n).astype(np.float32))
+    imu.temperature = int(rng.integers(-2**15, 2**15))
+    for m in msg.motor_state:
+        m.mode = int(rng.integers(0, 256))
+        m.q, m.dq, m.ddq, m.tau_est, m.vol = (float(np.float32(v)) for v in rng.normal(size=5))
+        m.temperature = rng.integers(-2**15, 2**15, 2).astype(np.int16)
+        m.sensor = rng.integers(0, 2**32, 2, dtype=np.uint32)
+        m.motorstate = int(rng.integers(0, 2**32))
+        m.reserve = rng.integers(0, 2**32, 4, dtype=np.uint32)
+    msg.wireless_remote = rng.integers(0, 256, 40).astype(np.uint8)
+    msg.reserve = rng.integers(0, 2**32, 4, dtype=np.uint32)
+    msg.crc = int(rng.integers(0, 2**32))
+    return msg
+
+
+def lowstate_c_image(msg):
+    """The LowState C struct image by struct, field by field from the layout in crc.py."""
+    out = struct.pack('<2I', *msg.version) + struct.pack('<BB2x', msg.mode_pr, msg.mode_machine)
+    out += struct.pack('<I', msg.tick)
+    imu = msg.imu_state
+    out += struct.pack('<13f', *imu.quaternion, *imu.gyroscope, *imu.accelerometer, *imu.rpy)
+    out += struct.pack('<h2x', imu.temperature)
+    for m in msg.motor_state:
+        out += struct.pack('<B3x4f', m.mode, m.q, m.dq, m.ddq, m.tau_est)
+        out += struct.pack('<2hf', *m.temperature, m.vol)
+        out += struct.pack('<2II4I', *m.sensor, m.motorstate, *m.reserve)
+    out += bytes(bytearray(msg.wireless_remote)) + struct.pack('<4II', *msg.reserve, msg.crc)
+    return out
+
+
+def test_lowstate_image_has_the_c_layout():
+    """The numpy image is the struct image: 2092 bytes, the offsets of the layout table."""
+    offsets = {k: v[1] for k, v in crc.LOWSTATE_DTYPE.fields.items()}
+    assert (offsets['tick'], offsets['imu_state'], offsets['motor_state'],
+            offsets['wireless_remote'], offsets['reserve'], offsets['crc']) == \
+        (12, 16, 72, 2032, 2072, 2088)
+    for seed in range(3):
+        msg = random_lowstate(np.random.default_rng(seed))
+        image = lowstate_c_image(msg)
+        assert len(image) == 2092
+        assert crc.lowstate_image(msg).tobytes() == image
+        assert crc.lowstate_crc(msg) == crc.crc32_core_bitwise(image[:-4])
+
+
+def test_lowstate_crc_ignores_its_own_field_and_sees_the_others():
+    msg = random_lowstate(np.random.default_rng(7))
+    reference = crc.lowstate_crc(msg)
+    msg.crc ^= 0xFFFF
+    assert crc.lowstate_crc(msg) == reference
+    msg.motor_state[34].reserve[3] ^= 1
+    assert crc.lowstate_crc(msg) != reference
+
+
+def test_lowstate_image_filled_from_arrays_gives_the_same_crc():
+    """What g1_sim_node does: fill a zero image from arrays, without reading a message."""
+    msg = random_lowstate(np.random.default_rng(8))
+    image = crc.lowstate_image()
+    for name in ('version', 'mode_pr', 'mode_machine', 'tick', 'wireless_remote', 'reserve'):
+        image[name] = getattr(msg, name)
+    for name in ('quaternion', 'gyroscope', 'accelerometer', 'rpy', 'temperature'):
+        image['imu_state'][name] = getattr(msg.imu_state, name)
+    for name in ('mode', 'q', 'dq', 'ddq', 'tau_est', 'temperature', 'vol', 'sensor',
+                 'motorstate', 'reserve'):
+        image['motor_state'][name] = [getattr(m, name) for m in msg.motor_state]
+    assert crc.lowstate_crc(image) == crc.lowstate_crc(msg)
+
+
+def test_real_lowstate_packs_like_its_c_struct():
+    try:
+        from unitree_hg.msg import LowState
+        LowState()
+    except Exception as exc:
+        pytest.skip(f'unitree_hg is not importable ({exc!r}); '
+                    'build it with scripts/build_interfaces.sh')
+    msg = random_lowstate(np.random.default_rng(9), LowState)
+    assert crc.lowstate_image(msg).tobytes() == lowstate_c_image(msg)

@@ -8,14 +8,19 @@ checks that the robot interface (/lowstate, /lowcmd) and what rviz shows
 (/joint_states, /tf odom -> pelvis as tf2_msgs/TFMessage, /odom,
 /contact_markers) flow at their configured rates.
 
-Rates are held to at least RATE_FLOOR (40 %) of the configured ones: the
-simulator is Python stepping MuJoCo at 1 kHz in real time, and on a shared
-2-core CI machine the three nodes and this listener compete for the cores, so
-the simulator falls behind real time and every rate downstream of LowState
-(the bridge decimates on the LowState clock) falls with it. Measured on such a
-machine under load: LowState 320-420 of 500 Hz, the bridge's outputs 54-80 %
-of theirs. A wrong rate setting (10 Hz for 100) still fails. Too fast (more
-than RATE_CEIL) would mean duplicated or bursting messages.
+The simulator is Python stepping MuJoCo at 1 kHz in real time; on a shared
+2-core machine the three nodes, this listener and whatever else runs compete
+for the cores, so it falls behind real time (measured here: LowState at 224-420
+of its 500 Hz, with one to two other CPU-bound jobs on the machine). So the
+simulator's own pace is held only to SIM_PACE_FLOOR (30 %) of real time, and
+is measured from LowState.tick (simulated milliseconds). Everything else is
+held to its configured rate at that pace: the bridge decimates on the
+LowState clock, so its outputs must come at RATE_BAND (50-120 %) of the
+configured rate times the simulator's pace (measured: 76-100 %; below 100 %
+when the loaded bridge itself skips LowStates), and
+policy_node answers each LowState with one LowCmd (at least 60 % of the
+LowState rate; measured 80-110 %). A wrong rate setting (10 Hz for 100), a
+node that drops most of its input, or duplicated messages fail.
 
 robot_state_publisher (sim2sim.launch.py starts it too) is a C++ node with no
 PyPI wheel; it runs here only where a ROS 2 install provides it.
@@ -41,10 +46,11 @@ tf2_msgs_msg = pytest.importorskip(
 from nav_msgs.msg import Odometry  # noqa: E402
 from rclpy.executors import SingleThreadedExecutor  # noqa: E402
 from rclpy.qos import DurabilityPolicy, QoSProfile  # noqa: E402
+from rclpy.serialization import deserialize_message  # noqa: E402
 from sensor_msgs.msg import JointState  # noqa: E402
 from visualization_msgs.msg import MarkerArray  # noqa: E402
 
-from bcg_ros.robot import g1  # noqa: E402
+from bcg_ros.robot import crc, g1, lowlevel  # noqa: E402
 from bcg_ros.nodes.tf_pub import TF_QOS  # noqa: E402
 
 pytestmark = pytest.mark.ros
@@ -55,8 +61,9 @@ DOMAIN_ID = random.randint(30, 99)
 test_sim2sim_dds takes 201-230, and parallel runs draw different ones."""
 STARTUP_S = 60.0
 WINDOW_S = 5.0
-RATE_FLOOR = 0.4
-RATE_CEIL = 1.2
+SIM_PACE_FLOOR = 0.3
+RATE_BAND = (0.5, 1.2)
+LOWCMD_PER_LOWSTATE = 0.6
 NODES = ('g1_sim_node', 'policy_node', 'state_bridge_node')
 
 
@@ -101,6 +108,7 @@ class Listener:
         self.lock = threading.Lock()
         self.times = {}
         self.last = {}
+        self.ticks = []     # (wall time, LowState.tick)
         sub = self.node.create_subscription
         # Raw: only counted; 2 x 500 Hz of message objects would cost this process a core.
         sub(unitree_hg_msg.LowState, '/lowstate', self._keep('lowstate'), 50, raw=True)
@@ -116,12 +124,23 @@ class Listener:
 
     def _keep(self, key):
         self.times[key] = []
+        tick_at = lowlevel.CDR_HEADER + int(lowlevel.LOWSTATE_CDR['tick'][0])
 
         def cb(msg):
+            t = time.monotonic()
             with self.lock:
-                self.times[key].append(time.monotonic())
+                self.times[key].append(t)
                 self.last[key] = msg
+                if key == 'lowstate':
+                    self.ticks.append((t, int.from_bytes(msg[tick_at:tick_at + 4], 'little')))
         return cb
+
+    def sim_pace(self, t0, t1):
+        """Simulated seconds per wall second over [t0, t1), from LowState.tick."""
+        with self.lock:
+            ticks = [(t, k) for t, k in self.ticks if t0 <= t < t1]
+        (wall0, tick0), (wall1, tick1) = ticks[0], ticks[-1]
+        return ((tick1 - tick0) & 0xFFFFFFFF) * 1e-3 / (wall1 - wall0)
 
     def missing(self):
         with self.lock:
@@ -159,10 +178,12 @@ def sim2sim():
         time.sleep(1.0)  # past the start-up transients (discovery, the first filter steps)
         t0 = time.monotonic()
         time.sleep(WINDOW_S)
-        rates = listener.rates(t0, time.monotonic())
+        t1 = time.monotonic()
+        rates = listener.rates(t0, t1)
+        pace = listener.sim_pace(t0, t1)
         with listener.lock:
             last = dict(listener.last)
-        yield {'rates': rates, 'last': last, 'logs': logs,
+        yield {'rates': rates, 'pace': pace, 'last': last, 'logs': logs,
                'startup_s': t_flow - t_start}
     finally:
         listener.close()
@@ -181,24 +202,31 @@ def _configured():
 
 
 def test_topics_flow_at_their_configured_rates(sim2sim):
-    rates, configured = sim2sim['rates'], _configured()
+    rates, pace, configured = sim2sim['rates'], sim2sim['pace'], _configured()
     report = ', '.join(f'{k} {rates[k]:.0f}/{configured[k]:.0f} Hz' for k in configured)
-    print(f'sim2sim node set up in {sim2sim["startup_s"]:.1f} s; over {WINDOW_S:.0f} s: '
-          f'{report}')
-    slow = {k: round(rates[k], 1) for k, hz in configured.items()
-            if not RATE_FLOOR * hz <= rates[k] <= RATE_CEIL * hz}
+    print(f'sim2sim node set up in {sim2sim["startup_s"]:.1f} s; over {WINDOW_S:.0f} s at '
+          f'{pace:.2f} x real time: {report}')
     logs = '\n'.join(f'--- {n} ---\n{log[-2000:]}' for n, log in sim2sim['logs'].items())
-    assert not slow, \
-        f'rates outside [{RATE_FLOOR}, {RATE_CEIL}] x configured: {slow} ({report})\n{logs}'
+    assert SIM_PACE_FLOOR <= pace <= 1.05, f'g1_sim_node at {pace:.2f} x real time\n{logs}'
+    assert rates['lowstate'] >= SIM_PACE_FLOOR * configured['lowstate'], report
+    off = {k: round(rates[k] / (configured[k] * pace), 2)
+           for k in ('joint_states', 'tf', 'odom', 'markers')
+           if not RATE_BAND[0] <= rates[k] / (configured[k] * pace) <= RATE_BAND[1]}
+    assert not off, f'rate / (configured x pace) outside {RATE_BAND}: {off} ({report})\n{logs}'
+    assert LOWCMD_PER_LOWSTATE * rates['lowstate'] <= rates['lowcmd'] \
+        <= RATE_BAND[1] * configured['lowcmd'], report
 
 
-def test_tf_is_odom_to_pelvis_at_the_standing_height(sim2sim):
+def test_tf_is_odom_to_pelvis_upright(sim2sim):
     msg = sim2sim['last']['tf']
     assert isinstance(msg, tf2_msgs_msg.TFMessage)
     (t,) = msg.transforms
     assert (t.header.frame_id, t.child_frame_id) == ('odom', g1.ROOT_BODY)
-    # The elastic band of g1_sim_node.yaml holds the pelvis at its standing height.
-    assert 0.65 < t.transform.translation.z < 0.85, t.transform.translation
+    # The elastic band of g1_sim_node.yaml holds the pelvis upright. (Not its height: with
+    # the feet barely loaded under the band no foot is in stance to anchor the estimate.)
+    r = t.transform.rotation
+    assert abs(r.w ** 2 + r.x ** 2 + r.y ** 2 + r.z ** 2 - 1.0) < 1e-6
+    assert abs(r.x) < 0.05 and abs(r.y) < 0.05, r
 
 
 def test_odom_joint_states_and_markers(sim2sim):
@@ -210,6 +238,12 @@ def test_odom_joint_states_and_markers(sim2sim):
     markers = last['markers'].markers
     assert sorted({m.ns for m in markers}) == ['foot_forces', 'foot_spheres']
     assert sum(m.ns == 'foot_spheres' for m in markers) == 8
+
+
+def test_lowstate_carries_the_robots_crc(sim2sim):
+    msg = deserialize_message(sim2sim['last']['lowstate'], unitree_hg_msg.LowState)
+    assert msg.crc != 0 and msg.crc == crc.lowstate_crc(msg)
+    assert msg.mode_machine == g1.MODE_MACHINE_29DOF and msg.tick > 0
 
 
 def test_robot_state_publisher():

@@ -8,7 +8,7 @@ enabled, clipped to the motor's torque limit. LowState goes out at 500 Hz with
 tick in milliseconds of simulated time, mode_machine 5, the IMU from the
 model's imu_quat/imu_gyro/imu_acc sensors (optional Gaussian noise) and
 wireless_remote from ``~/wireless_remote`` (std_msgs/UInt8MultiArray, 40
-bytes). LowState.crc is left 0: no consumer here checks it.
+bytes), and crc stamped as the robot stamps it (:func:`bcg_ros.robot.crc.lowstate_crc`).
 
 Ground truth (names relative to the node): ``~/odom`` (nav_msgs/Odometry,
 pelvis pose in ``world``, twist in ``pelvis``), ``~/left_foot_wrench`` and
@@ -45,7 +45,7 @@ from std_msgs.msg import UInt8MultiArray, UInt32
 from std_srvs.srv import SetBool, Trigger
 
 from bcg_ros.nodes import params
-from bcg_ros.robot import g1, lowlevel, model as model_mod
+from bcg_ros.robot import crc, g1, lowlevel, model as model_mod
 
 
 @dataclass(frozen=True)
@@ -233,6 +233,11 @@ class G1SimNode(Node):
         self.crc_errors = 0
         self._state_msg = LowState()
         self._state_msg.mode_machine = self.cfg.mode_machine
+        # The C struct image of the same LowState, for its crc: filled from the arrays
+        # the message gets, which costs far less than reading the message back.
+        self._state_image = crc.lowstate_image()
+        self._state_image['mode_machine'] = self.cfg.mode_machine
+        self._state_image['motor_state']['mode'][:g1.NUM_JOINTS] = lowlevel.MOTOR_ENABLE
         self._state_pub = self.create_publisher(LowState, self.cfg.lowstate_topic, 10)
         self.create_subscription(LowCmd, self.cfg.lowcmd_topic, self._on_lowcmd,
                                  QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=1,
@@ -338,6 +343,16 @@ class G1SimNode(Node):
         imu.accelerometer = acc.tolist()
         imu.rpy = _rpy(quat)
         m.wireless_remote = list(self._remote)
+        image = self._state_image
+        image['tick'] = tick
+        image_imu = image['imu_state']
+        for name in ('quaternion', 'gyroscope', 'accelerometer', 'rpy'):
+            image_imu[name] = getattr(imu, name)
+        motors = image['motor_state']
+        motors['q'][:len(q)], motors['dq'][:len(dq)] = q, dq
+        motors['tau_est'][:len(tau)] = tau
+        image['wireless_remote'] = np.frombuffer(self._remote, np.uint8)
+        m.crc = crc.lowstate_crc(image)
         self._state_pub.publish(m)
 
     def _publish_ground_truth(self, stamp, qpos, qvel, forces):

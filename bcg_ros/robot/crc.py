@@ -1,5 +1,5 @@
 """
-CRC of a unitree_hg LowCmd, computed exactly as the G1 checks it.
+CRC of a unitree_hg LowCmd, computed exactly as the G1 checks it (and of a LowState).
 
 The robot ignores any LowCmd whose ``crc`` field does not match a CRC-32
 (polynomial 0x04C11DB7, initial value 0xFFFFFFFF, no reflection, no final
@@ -23,6 +23,24 @@ struct (message objects) or a numpy structured array (plain arrays), and the
 CRC is computed by zlib at C speed: stamping a message takes about 25 us.
 :func:`crc32_core_bitwise` is the same CRC written straight from the
 definition, kept as the reference the fast path is tested against.
+
+The G1 stamps its LowState the same way, over the LowState C struct image
+(2092 bytes; :data:`LOWSTATE_DTYPE`) without its crc word::
+
+    offset  size  field
+    0       8     version[2]     uint32
+    8       1     mode_pr        uint8
+    9       1     mode_machine   uint8
+    10      2     padding
+    12      4     tick           uint32
+    16      56    imu_state      quaternion[4] gyroscope[3] accelerometer[3]
+                                 rpy[3] float32, temperature int16, 2 bytes padding
+    72      1960  motor_state[35] 56 bytes each: mode uint8, 3 bytes padding,
+                    q dq ddq tau_est float32, temperature[2] int16, vol float32,
+                    sensor[2] motorstate reserve[4] uint32
+    2032    40    wireless_remote[40] uint8
+    2072    16    reserve[4]     uint32
+    2088    4     crc            uint32
 """
 
 import array
@@ -60,6 +78,48 @@ LOWCMD_DTYPE = np.dtype([
 
 LOWCMD_STRUCT_SIZE = LOWCMD_DTYPE.itemsize
 
+MOTOR_STATE_DTYPE = np.dtype([
+    ('mode', 'u1'),
+    ('_pad', 'u1', (3,)),
+    ('q', '<f4'),
+    ('dq', '<f4'),
+    ('ddq', '<f4'),
+    ('tau_est', '<f4'),
+    ('temperature', '<i2', (2,)),
+    ('vol', '<f4'),
+    ('sensor', '<u4', (2,)),
+    ('motorstate', '<u4'),
+    ('reserve', '<u4', (4,)),
+])
+"""C layout of one MotorState (56 bytes)."""
+
+IMU_STATE_DTYPE = np.dtype([
+    ('quaternion', '<f4', (4,)),
+    ('gyroscope', '<f4', (3,)),
+    ('accelerometer', '<f4', (3,)),
+    ('rpy', '<f4', (3,)),
+    ('temperature', '<i2'),
+    ('_pad', 'u1', (2,)),
+])
+"""C layout of the IMUState (56 bytes)."""
+
+REMOTE_SIZE = 40
+"""Bytes of LowState.wireless_remote."""
+
+LOWSTATE_DTYPE = np.dtype([
+    ('version', '<u4', (2,)),
+    ('mode_pr', 'u1'),
+    ('mode_machine', 'u1'),
+    ('_pad', 'u1', (2,)),
+    ('tick', '<u4'),
+    ('imu_state', IMU_STATE_DTYPE),
+    ('motor_state', MOTOR_STATE_DTYPE, (NUM_MOTORS,)),
+    ('wireless_remote', 'u1', (REMOTE_SIZE,)),
+    ('reserve', '<u4', (4,)),
+    ('crc', '<u4'),
+])
+"""C layout of the whole LowState (2092 bytes)."""
+
 POLYNOMIAL = 0x04C11DB7
 INITIAL_VALUE = 0xFFFFFFFF
 
@@ -75,6 +135,8 @@ _BITREV8 = bytes(int(f'{i:08b}'[::-1], 2) for i in range(256))
 assert MOTOR_CMD_DTYPE.itemsize == 28
 assert array.array('I').itemsize == 4
 assert LOWCMD_STRUCT_SIZE == 1004 == _LOWCMD_STRUCT.size
+assert MOTOR_STATE_DTYPE.itemsize == IMU_STATE_DTYPE.itemsize == 56
+assert LOWSTATE_DTYPE.itemsize == 2092
 
 
 def _pack_from_message(msg):
@@ -224,3 +286,51 @@ def stamp_crc(msg):
     """Set ``msg.crc`` to the crc the robot expects and return ``msg``."""
     msg.crc = lowcmd_crc(msg)
     return msg
+
+
+# --- LowState --------------------------------------------------------------
+
+_MOTOR_STATE_FIELDS = ('mode', 'q', 'dq', 'ddq', 'tau_est', 'temperature', 'vol', 'sensor',
+                       'motorstate', 'reserve')
+_IMU_STATE_FIELDS = ('quaternion', 'gyroscope', 'accelerometer', 'rpy', 'temperature')
+
+
+def lowstate_image(msg=None) -> np.ndarray:
+    """
+    Return the C struct image of a LowState as a writable LOWSTATE_DTYPE scalar array.
+
+    With ``msg`` (a unitree_hg ``LowState`` or any object with its attributes)
+    the image holds its fields; without, it is all zeros, to be filled field by
+    field (``image['motor_state']['q'][:29] = q``) by a publisher that has the
+    values as arrays already, which is much faster than reading a message back.
+    """
+    image = np.zeros((), LOWSTATE_DTYPE)
+    if msg is None:
+        return image
+    for name in ('version', 'mode_pr', 'mode_machine', 'tick', 'wireless_remote', 'reserve',
+                 'crc'):
+        image[name] = np.asarray(getattr(msg, name))
+    imu = msg.imu_state
+    for name in _IMU_STATE_FIELDS:
+        image['imu_state'][name] = np.asarray(getattr(imu, name))
+    motors = msg.motor_state
+    if len(motors) != NUM_MOTORS:
+        raise ValueError(f'LowState.motor_state has {len(motors)} entries, '
+                         f'expected {NUM_MOTORS}')
+    packed = image['motor_state']
+    for name in _MOTOR_STATE_FIELDS:
+        packed[name] = np.array([np.asarray(getattr(m, name)) for m in motors])
+    return image
+
+
+def lowstate_crc(msg_or_image) -> int:
+    """
+    Return the crc the G1 puts in a LowState.
+
+    ``msg_or_image`` is a unitree_hg ``LowState`` message object or its image
+    from :func:`lowstate_image`. The crc field's own value does not matter.
+    """
+    image = msg_or_image
+    if not (isinstance(image, np.ndarray) and image.dtype == LOWSTATE_DTYPE):
+        image = lowstate_image(msg_or_image)
+    return crc32_core(image.tobytes()[:-4])

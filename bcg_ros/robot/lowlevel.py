@@ -27,7 +27,7 @@ MOTOR_ENABLE = 1
 # Wireless remote layout in LowState.wireless_remote (40 bytes, little-endian):
 # 2 header bytes, a 16-bit button bitfield, then float32 lx, rx, ry, L2 (analog
 # trigger, unused here), ly; the rest is reserved.
-REMOTE_SIZE = 40
+REMOTE_SIZE = crc.REMOTE_SIZE
 BUTTONS = ('R1', 'L1', 'start', 'select', 'R2', 'L2', 'F1', 'F2',
            'A', 'B', 'X', 'Y', 'up', 'right', 'down', 'left')
 """Remote buttons by bit, bit 0 first."""
