@@ -39,9 +39,13 @@ def generate_launch_description():
                               description='state_bridge_node parameters file'),
         DeclareLaunchArgument('use_rviz', default_value='true', description='start rviz2'),
         DeclareLaunchArgument('use_sim_time', default_value='false',
-                              description='follow /clock from g1_sim_node'),
+                              description='g1_sim_node publishes /clock and every node '
+                                          'follows it (policy_node: its timeouts and '
+                                          'periods in simulated seconds)'),
         Node(package='bcg_ros', executable='g1_sim_node', name='g1_sim_node', output='screen',
-             parameters=[LaunchConfiguration('sim_config'), {'use_sim_time': use_sim_time}]),
+             parameters=[LaunchConfiguration('sim_config'),
+                         # On sim time the simulator is the clock.
+                         {'use_sim_time': use_sim_time, 'publish_clock': use_sim_time}]),
         Node(package='bcg_ros', executable='policy_node', name='policy_node', output='screen',
              parameters=[LaunchConfiguration('policy_config'),
                          {'policy_path': policy, 'use_sim_time': use_sim_time}]),

@@ -21,7 +21,13 @@ Interfaces (names relative to the node, ``~``):
 The command thread wakes on each LowState and sends at once (so the command
 follows the state by one hop), and falls back to its own 500 Hz clock when
 the state stream pauses, so damping keeps going out when the robot goes quiet.
-Time is the monotonic wall clock: this node does not follow /clock.
+
+Time is the monotonic wall clock, or with ``use_sim_time`` the ROS clock that
+follows /clock (g1_sim_node ``publish_clock``): every duration of the rules
+(stale_timeout, stand_duration, policy_timeout), the policy period and the
+command fallback period are then simulated seconds, so a simulator running
+slower or faster than real time sees the robot's timing. A clock that goes
+back (a simulator reset) restarts the schedules from the new time.
 """
 
 import sys
@@ -32,6 +38,8 @@ from typing import Optional
 
 import rclpy
 from diagnostic_msgs.msg import DiagnosticStatus, KeyValue
+from rclpy.clock import JumpThreshold
+from rclpy.duration import Duration
 from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
 from rclpy.lifecycle import LifecycleNode, TransitionCallbackReturn
 from rclpy.qos import (DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy)
@@ -100,6 +108,42 @@ class PolicyNode(LifecycleNode):
         self._entities = []
         self._published_mode = None
         self.commands_sent = 0
+        self._sim_time = bool(self.get_parameter('use_sim_time').value)
+        self._clock_moved = threading.Condition()
+        if self._sim_time:
+            # Every /clock message moves the ROS clock forward: wake the sleepers then.
+            self._clock_jump = self.get_clock().create_jump_callback(
+                JumpThreshold(min_forward=Duration(nanoseconds=1), min_backward=None,
+                              on_clock_change=True), post_callback=self._on_clock_jump)
+
+    # --- time --------------------------------------------------------------
+
+    def _now(self) -> float:
+        """Seconds on this node's clock: monotonic wall time, or /clock with use_sim_time."""
+        if self._sim_time:
+            return self.get_clock().now().nanoseconds * 1e-9
+        return time.monotonic()
+
+    def _on_clock_jump(self, jump):
+        with self._clock_moved:
+            self._clock_moved.notify_all()
+
+    def _sleep_until(self, t: float) -> bool:
+        """Sleep until ``t`` on this node's clock; False when stopped or the clock went back."""
+        start = t - self._now()
+        while not self._stop.is_set():
+            remaining = t - self._now()
+            if remaining <= 0:
+                return True
+            if remaining > start + 1e-3:
+                return False   # the clock jumped back
+            if not self._sim_time:
+                self._stop.wait(remaining)
+                continue
+            with self._clock_moved:
+                # Woken by the next /clock message; the timeout only rechecks _stop.
+                self._clock_moved.wait(0.05)
+        return False
 
     # --- lifecycle ---------------------------------------------------------
 
@@ -120,7 +164,7 @@ class PolicyNode(LifecycleNode):
                                    f'obs {c.obs_size}, dt {c.control_dt} s')
         from unitree_hg.msg import LowCmd, LowState
         self._msg = LowCmd()
-        self._state = ex.ExecState(since=time.monotonic())
+        self._state = ex.ExecState(since=self._now())
         self._entities = [
             # Raw: the fields are read from the bytes (see lowlevel.read_lowstate_cdr).
             self.create_subscription(LowState, self.cfg.lowstate_topic, self._on_lowstate,
@@ -194,7 +238,7 @@ class PolicyNode(LifecycleNode):
             t.join(timeout=1.0)
         self._threads = []
         with self._lock:
-            self._state = ex.request(self.ecfg, self._state, ex.Request.STOP, time.monotonic(),
+            self._state = ex.request(self.ecfg, self._state, ex.Request.STOP, self._now(),
                                      source='deactivate')[0]
             sample = self._state.sample
         if sample is not None and self._cmd_pub is not None:
@@ -211,7 +255,7 @@ class PolicyNode(LifecycleNode):
 
     def _on_lowstate(self, raw):
         try:
-            sample = lowlevel.read_lowstate_cdr(raw, time.monotonic())
+            sample = lowlevel.read_lowstate_cdr(raw, self._now())
         except lowlevel.CommandError as exc:
             self.get_logger().error(f'{self.cfg.lowstate_topic}: {exc}', throttle_duration_sec=1)
             return
@@ -229,7 +273,7 @@ class PolicyNode(LifecycleNode):
         def handle(request, response):
             with self._lock:
                 self._state, ok, text = ex.request(
-                    self.ecfg, self._state, req, time.monotonic(),
+                    self.ecfg, self._state, req, self._now(),
                     policy_ready=self._runner is not None, source='service')
             response.success, response.message = ok, text
             self.get_logger().info(f'{req.value}: {text}')
@@ -242,16 +286,21 @@ class PolicyNode(LifecycleNode):
     def _command_loop(self):
         """Send a LowCmd on each new LowState, or every period when none comes."""
         period = 1.0 / self.cfg.command_rate_hz
-        last_send, synced = time.monotonic(), False
+        last_send, synced = self._now(), False
         while not self._stop.is_set():
             # While the state stream paces the loop, allow it half a period of
             # lateness before the own clock takes over, so that a slightly late
             # LowState is answered at once instead of one period later.
             deadline = last_send + (1.5 * period if synced else period)
-            got = self._new_state.wait(max(0.0, deadline - time.monotonic()))
+            # On sim time the wait is in wall seconds; a LowState wakes it anyway.
+            got = self._new_state.wait(min(max(0.0, deadline - self._now()), 1.5 * period))
             if self._stop.is_set():
                 break
-            now = time.monotonic()
+            now = self._now()
+            if now < last_send:
+                last_send = now   # the clock went back (a simulator reset)
+            if not got and now < deadline:
+                continue   # sim time runs slower than the wall: not due yet
             if got:
                 self._new_state.clear()
                 if now - last_send < 0.5 * period:
@@ -271,14 +320,17 @@ class PolicyNode(LifecycleNode):
             return
         dt = self._runner.contract.control_dt
         epoch = None
-        next_t = time.monotonic()
+        next_t = self._now()
         while not self._stop.is_set():
             next_t += dt
-            delay = next_t - time.monotonic()
-            if delay > 0:
-                self._stop.wait(delay)
+            now = self._now()
+            if next_t - now > dt:
+                next_t = now + dt   # the clock went back (a simulator reset)
+            if next_t > now:
+                if not self._sleep_until(next_t):
+                    continue
             else:
-                next_t = time.monotonic()
+                next_t = now
             with self._lock:
                 st = self._state
             if st.mode is not ex.Mode.POLICY or st.sample is None:
@@ -287,11 +339,11 @@ class PolicyNode(LifecycleNode):
                 self._runner.reset()
                 epoch = st.since
             try:
-                out = self._runner.step(st.sample, time.monotonic())
+                out = self._runner.step(st.sample, self._now())
             except Exception as exc:  # noqa: B902 - a failing policy must damp, not crash
                 with self._lock:
                     self._state = ex.fault(self._state, f'policy raised: {exc}',
-                                           time.monotonic())
+                                           self._now())
                 continue
             with self._lock:
                 self._policy_out = out
@@ -318,7 +370,7 @@ class PolicyNode(LifecycleNode):
             level = DiagnosticStatus.ERROR
         elif st.fault:
             level = DiagnosticStatus.WARN
-        age = '' if st.sample is None else f'{(time.monotonic() - st.sample.stamp) * 1e3:.1f}'
+        age = '' if st.sample is None else f'{(self._now() - st.sample.stamp) * 1e3:.1f}'
         values = dict(mode=st.mode.value, previous=st.previous.value if st.previous else '',
                       reason=st.reason, fault=st.fault, tick_faults=str(st.tick_faults),
                       lowstate_age_ms=age, commands_sent=str(self.commands_sent),
