@@ -23,10 +23,13 @@ def console_scripts():
 
 @pytest.fixture(scope='module')
 def install(tmp_path_factory):
-    if shutil.which('colcon') is None:
+    # The venv's colcon, also when the venv is not activated (.venv/bin/python -m pytest).
+    search = os.pathsep.join([os.path.dirname(sys.executable), os.environ.get('PATH', '')])
+    colcon = shutil.which('colcon', path=search)
+    if colcon is None:
         pytest.skip('colcon is not installed')
     ws = tmp_path_factory.mktemp('colcon_ws')
-    cmd = ['colcon', '--log-base', str(ws / 'log'), 'build', '--base-paths', str(REPO),
+    cmd = [colcon, '--log-base', str(ws / 'log'), 'build', '--base-paths', str(REPO),
            '--build-base', str(ws / 'build'), '--install-base', str(ws / 'install'),
            '--packages-select', 'bcg_ros']
     res = subprocess.run(cmd, cwd=ws, capture_output=True, text=True, timeout=600)

@@ -174,7 +174,8 @@ def world(tmp_path_factory):
                     '-p', f'stand_duration:={STAND_S}', '-p', f'stale_timeout:={STALE_S}')
     # Started now, so that discovery has long finished when it tries to activate.
     nan_proc = _spawn('bcg_ros.nodes.policy_node', '-r', '__node:=policy_nan',
-                      '-p', f'policy_path:={nan}', '-p', f'stand_duration:={STAND_S}')
+                      '-p', f'policy_path:={nan}', '-p', f'stand_duration:={STAND_S}',
+                      '-p', f'stale_timeout:={STALE_S}')
     obs = Observer()
     obs.watch_mode('policy_node')
     obs.watch_mode('policy_nan')
