@@ -1,0 +1,94 @@
+"""
+Forward+backward env-substeps per second: plain, BCG, and MJX with its own contacts.
+
+The three run the same thing on the same G1 model and batch: a policy rollout
+(:mod:`bcg_ros.bench.g1_grad`) of N envs over T control steps of 4 physics
+substeps, and jax.grad of its return with respect to the policy parameters.
+Plain and BCG go through :mod:`bcg_ros.core.sim` (MJX smooth dynamics, the
+project's contact); MJX goes through ``mjx.step`` with MJX's contacts and
+constraint solver at ``opt.iterations = 1`` (the only setting reverse mode
+gets through). Compile times are printed next to each; peak memory is XLA's
+memory analysis of each compiled gradient (arguments + outputs + temporaries)
+and the process's peak RSS.
+"""
+
+import resource
+
+from bcg_ros.jax_cache import enable_compilation_cache
+
+
+def add_arguments(parser):
+    """Options of ``bcg-bench throughput``."""
+    parser.add_argument('--envs', type=int, default=64, help='batch (--quick: 16)')
+    parser.add_argument('--horizon', type=int, default=32, help='control steps (--quick: 16)')
+    parser.add_argument('--k', type=float, default=300.0, help='contact stiffness')
+    parser.add_argument('--repeats', type=int, default=3, help='timed calls after compile')
+    parser.add_argument('--no-mjx', action='store_true', help='skip the MJX comparison')
+
+
+def _memory_mb(compiled):
+    """Return XLA's estimate of the executable's peak memory [MB], or None."""
+    try:
+        m = compiled.memory_analysis()
+        total = (m.argument_size_in_bytes + m.output_size_in_bytes + m.temp_size_in_bytes
+                 - m.alias_size_in_bytes)
+        return total / 2 ** 20
+    except Exception:  # noqa: B902 - not every backend reports it
+        return None
+
+
+def run(args) -> int:
+    """Measure and print; the last line is ``grad_speedup_vs_mjx: X``."""
+    enable_compilation_cache()
+    import jax
+
+    from bcg_ros.bench import g1_grad
+    from bcg_ros.core import bcg
+
+    envs = 16 if args.quick else args.envs
+    horizon = 16 if args.quick else args.horizon
+    repeats = 1 if args.quick else args.repeats
+    s = g1_grad.make_setup()
+    sim = g1_grad.with_k(s.sim, args.k)
+    state = g1_grad.initial_states(s, envs, 0)
+    params = g1_grad.init_policy(s, jax.random.PRNGKey(0), envs)
+    key = jax.random.PRNGKey(1)
+    substeps = envs * horizon * s.sim.config.substeps
+    print(f'G1 (nv {s.sim.nv}), {envs} envs x {horizon} control steps x '
+          f'{s.sim.config.substeps} substeps = {substeps} env-substeps per gradient, '
+          f'k = {args.k:g}', flush=True)
+    rows = {}
+    if not args.no_mjx:
+        fn, _ = g1_grad.mjx_grad_fn(s, horizon, iterations=1)
+        c_s, it_s, out, compiled = g1_grad.timed(fn, params, state.qpos, state.qvel,
+                                                 repeats=repeats)
+        finite = all(bool(jax.numpy.all(jax.numpy.isfinite(x))) for x in jax.tree.leaves(out))
+        rows['mjx'] = (c_s, it_s, _memory_mb(compiled), None)
+        print(f'mjx (iterations 1): compile {c_s:.1f} s, {it_s:.2f} s per gradient, '
+              f'{substeps / it_s:.0f} env-substeps/s, gradient finite: {finite}', flush=True)
+    for name, cfg in (('plain', bcg.BCGConfig(enabled=False)), ('bcg', bcg.BCGConfig())):
+        fn = g1_grad.bcg_grad_fn(s, cfg, horizon)
+        c_s, it_s, out, compiled = g1_grad.timed(fn, sim, params, state, key, repeats=repeats)
+        rows[name] = (c_s, it_s, _memory_mb(compiled), float(out[2]))
+        print(f'{name}: compile {c_s:.1f} s, {it_s:.2f} s per gradient, '
+              f'{substeps / it_s:.0f} env-substeps/s, bundle rate {float(out[2]):.1%}',
+              flush=True)
+    print()
+    print(f'{"":8} {"compile s":>10} {"s/grad":>8} {"substeps/s":>11} {"XLA peak MB":>12}')
+    for name in ('plain', 'bcg', 'mjx'):
+        if name not in rows:
+            continue
+        c_s, it_s, mem, _ = rows[name]
+        mem_s = f'{mem:12.0f}' if mem is not None else f'{"n/a":>12}'
+        print(f'{name:8} {c_s:10.1f} {it_s:8.2f} {substeps / it_s:11.0f} {mem_s}')
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(f'peak RSS of this process: {rss:.0f} MB (batch {envs})')
+    ratio = rows['bcg'][1] / rows['plain'][1]
+    print(f'BCG iteration cost: {ratio:.2f}x plain (goal <= 1.3x)')
+    if 'mjx' not in rows:
+        print('grad_speedup_vs_mjx: nan')
+        return 0
+    speed = rows['mjx'][1] / rows['plain'][1]
+    print(f'BCG vs MJX: {rows["mjx"][1] / rows["bcg"][1]:.2f}x')
+    print(f'grad_speedup_vs_mjx: {speed:.2f}')
+    return 0
