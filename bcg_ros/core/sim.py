@@ -351,13 +351,21 @@ def pd_torque(sim: Sim, qpos, qvel, target):
     return jnp.clip(tau, -sim.torque_limit, sim.torque_limit), -sim.kd * inside
 
 
-def limit_force(sim: Sim, qpos) -> jax.Array:
-    """Smooth one-sided springs [L] pushing limited joints back inside their range."""
+def limit_force(sim: Sim, qpos):
+    """
+    Smooth one-sided springs [L] pushing limited joints back inside their range.
+
+    Also returns their stiffness d force / d q [L] (<= 0), which :func:`substep`
+    treats implicitly.
+    """
     q = qpos[np.asarray(sim.limit_qpos, int)]
     beta = sim.config.limit_sharpness
     below = jax.nn.softplus(beta * (sim.limit_lower - q)) / beta
     above = jax.nn.softplus(beta * (q - sim.limit_upper)) / beta
-    return sim.config.limit_stiffness * (below - above)
+    slope = (jax.nn.sigmoid(beta * (sim.limit_lower - q))
+             + jax.nn.sigmoid(beta * (q - sim.limit_upper)))
+    k = sim.config.limit_stiffness
+    return k * (below - above), -k * slope
 
 
 def passive_force(sim: Sim, qvel):
@@ -385,8 +393,9 @@ def substep(sim: Sim, state: SimState, target: jax.Array):
     """
     One physics step under joint targets; returns the new state and sphere normal forces.
 
-    Linearly implicit in velocity: ``(M - dt df/dqdot) qacc = f - bias``. The contact's
-    friction and damping, the PD's kd and the joint damping are stiff in qdot; treated
+    Linearly implicit in velocity: ``(M - dt df/dqdot - dt^2 K) qacc = f - bias + dt K
+    qdot``, K the joint-limit springs' d f / d q. The contact's friction and damping, the
+    PD's kd and the joint damping are stiff in qdot, the limit springs in q; treated
     explicitly they would need a far smaller dt than 5 ms at the feet's small inertias.
     """
     qpos, qvel = state.qpos, state.qvel
@@ -397,12 +406,19 @@ def substep(sim: Sim, state: SimState, target: jax.Array):
     passive, dpassive = passive_force(sim, qvel)
     tau, dtau = pd_torque(sim, qpos, qvel, target)
     qfrc = (qfrc + passive).at[act].add(tau)
-    if sim.limit_dof:
-        qfrc = qfrc.at[np.asarray(sim.limit_dof, int)].add(limit_force(sim, qpos))
     slope = dpassive.at[act].add(dtau)
+    stiff = jnp.zeros_like(qvel)
+    if sim.limit_dof:
+        lim = np.asarray(sim.limit_dof, int)
+        f_lim, k_lim = limit_force(sim, qpos)
+        qfrc = qfrc.at[lim].add(f_lim)
+        stiff = stiff.at[lim].add(k_lim)
     mass = mjx.full_m(sim.mjx_model, d).astype(sim.dtype)
-    lhs = mass - dt * (dqfrc + jnp.diag(slope))
-    qacc = jnp.linalg.solve(lhs, qfrc - d.qfrc_bias)
+    # The limit springs are implicit in position too: f(q + dt qdot') ~ f + K dt (qdot + dt
+    # qacc). Explicit, they are unstable (dt sqrt(K beta / 4 I) up to 8 at the G1's wrists
+    # and ankles), in the forward step and, worse, in its gradient.
+    lhs = mass - dt * (dqfrc + jnp.diag(slope)) - dt * dt * jnp.diag(stiff)
+    qacc = jnp.linalg.solve(lhs, qfrc - d.qfrc_bias + dt * stiff * qvel)
     qvel = qvel + dt * qacc
     return SimState(integrate_qpos(sim, qpos, qvel, dt), qvel), f_n
 
