@@ -46,3 +46,23 @@ def constant_policy(path: Union[str, pathlib.Path], value: float = 0.0,
     path = pathlib.Path(path)
     onnx.save(model, str(path))
     return path
+
+
+def stop_process(proc, timeout: float = 5.0) -> str:
+    """
+    Stop a node started as a subprocess and return everything it printed.
+
+    SIGINT first, as Ctrl-C would (a policy_node sends its last damping command on
+    the way out); SIGKILL after ``timeout`` seconds. ``proc`` needs stdout=PIPE, text.
+    """
+    import signal
+    import subprocess
+
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    return proc.stdout.read()

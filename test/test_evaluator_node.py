@@ -16,6 +16,7 @@ import time
 import pytest
 import yaml
 
+from bcg_ros import testing
 from bcg_ros.eval import synthetic
 
 rclpy = pytest.importorskip('rclpy')
@@ -122,12 +123,5 @@ def test_evaluate_service_over_dds(tmp_path):
         ex.shutdown()
         node.destroy_node()
         rclpy.shutdown()
-        if proc.poll() is None:
-            proc.send_signal(2)
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-        log = proc.stdout.read()
+        log = testing.stop_process(proc, timeout=10.0)
     assert 'falls' in log, log

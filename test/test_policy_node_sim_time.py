@@ -30,6 +30,7 @@ from rosgraph_msgs.msg import Clock  # noqa: E402
 from std_msgs.msg import String  # noqa: E402
 from std_srvs.srv import SetBool, Trigger  # noqa: E402
 
+from bcg_ros import testing  # noqa: E402
 from bcg_ros.robot import lowlevel  # noqa: E402
 
 pytestmark = pytest.mark.ros
@@ -50,17 +51,6 @@ def _spawn(name, *ros_args):
     return subprocess.Popen([*cmd, '--ros-args', '--params-file', str(CONFIG / f'{name}.yaml'),
                              *ros_args], cwd=REPO, env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True)
-
-
-def _stop(proc):
-    if proc.poll() is None:
-        proc.send_signal(2)
-        try:
-            proc.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-    return proc.stdout.read()
 
 
 class Observer:
@@ -168,6 +158,6 @@ def test_stale_timeout_is_simulated_time():
         obs.close()
         rclpy.shutdown(context=context)
         for name, proc in (('policy_node', policy), ('g1_sim_node', sim)):
-            logs[name] = _stop(proc)
+            logs[name] = testing.stop_process(proc)
         for name, log in logs.items():
             print(f'--- {name} ---\n{log[-1500:]}')

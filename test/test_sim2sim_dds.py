@@ -55,17 +55,6 @@ def _spawn(module, *ros_args):
                             stderr=subprocess.STDOUT, text=True)
 
 
-def _stop(proc):
-    if proc.poll() is None:
-        proc.send_signal(2)  # SIGINT: let the node send its last damping command
-        try:
-            proc.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-    return proc.stdout.read()
-
-
 class Observer:
     """Records what goes over the wire and calls the nodes' services."""
 
@@ -184,7 +173,7 @@ def world(tmp_path_factory):
     obs.close()
     for name in ('policy', 'sim', 'nan_proc'):
         if name in w:
-            w['logs'][name] = _stop(w[name])
+            w['logs'][name] = testing.stop_process(w[name])
     rclpy.shutdown()
     for name, log in w['logs'].items():
         print(f'--- {name} ---\n{log[-3000:]}')

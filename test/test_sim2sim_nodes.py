@@ -50,8 +50,9 @@ from rclpy.serialization import deserialize_message  # noqa: E402
 from sensor_msgs.msg import JointState  # noqa: E402
 from visualization_msgs.msg import MarkerArray  # noqa: E402
 
-from bcg_ros.robot import crc, g1, lowlevel  # noqa: E402
+from bcg_ros import testing  # noqa: E402
 from bcg_ros.nodes.tf_pub import TF_QOS  # noqa: E402
+from bcg_ros.robot import crc, g1, lowlevel  # noqa: E402
 
 pytestmark = pytest.mark.ros
 REPO = pathlib.Path(__file__).resolve().parents[1]
@@ -87,17 +88,6 @@ def _spawn(name, *ros_args):
     return subprocess.Popen([*_command(name), '--ros-args', '--params-file', str(path),
                              *ros_args], cwd=REPO, env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True)
-
-
-def _stop(proc):
-    if proc.poll() is None:
-        proc.send_signal(2)
-        try:
-            proc.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-    return proc.stdout.read()
 
 
 class Listener:
@@ -171,7 +161,8 @@ def sim2sim():
         deadline = time.monotonic() + STARTUP_S
         while listener.missing() and time.monotonic() < deadline:
             dead = [n for n, p in procs.items() if p.poll() is not None]
-            assert not dead, f'{dead} exited: ' + '\n'.join(_stop(procs[n]) for n in dead)
+            assert not dead, f'{dead} exited: ' + '\n'.join(
+                testing.stop_process(procs[n]) for n in dead)
             time.sleep(0.1)
         assert not listener.missing(), f'nothing on {listener.missing()} in {STARTUP_S} s'
         t_flow = time.monotonic()
@@ -189,7 +180,7 @@ def sim2sim():
         listener.close()
         rclpy.shutdown(context=context)
         for name, proc in procs.items():
-            logs[name] = _stop(proc)
+            logs[name] = testing.stop_process(proc)
 
 
 def _configured():
@@ -279,5 +270,5 @@ def test_robot_state_publisher():
         node.destroy_node()
     finally:
         rclpy.shutdown(context=context)
-        _stop(proc)
+        testing.stop_process(proc)
         tmp.unlink()
