@@ -38,10 +38,21 @@ def save(path, state: Any, meta: Dict) -> pathlib.Path:
     arrays = {f'leaf_{i:05d}': np.asarray(x) for i, x in enumerate(leaves)}
     meta = dict(meta, format_version=FORMAT_VERSION, num_leaves=len(leaves))
     arrays['meta'] = np.asarray(json.dumps(meta))
+    return atomic_write(path, lambda f: np.savez(f, **arrays))
+
+
+def atomic_write(path, write) -> pathlib.Path:
+    """
+    Write a file with ``write(binary_file)`` so that ``path`` is never half written.
+
+    The bytes go to a temporary file in the same folder, are flushed to disk, and the
+    file is renamed over ``path``; on any error the temporary file is removed.
+    """
+    path = pathlib.Path(path)
     fd, tmp = tempfile.mkstemp(prefix=path.name + '.', suffix='.tmp', dir=path.parent)
     try:
         with os.fdopen(fd, 'wb') as f:
-            np.savez(f, **arrays)
+            write(f)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)

@@ -14,15 +14,14 @@ penetration of the training simulator, which the evaluator subtracts its own
 from for delta-d), and what produced the file.
 """
 
-import os
 import pathlib
-import tempfile
 from typing import Dict, Mapping, Optional
 
 import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
+from bcg_ros.checkpoint import atomic_write
 from bcg_ros.core import networks
 
 OPSET = 17
@@ -91,18 +90,7 @@ def export_policy(path, actor, obs_norm: networks.Normalizer, contract, obs_clip
     model = build_model(actor, obs_norm, obs_clip, meta)
     path = pathlib.Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=path.name + '.', suffix='.tmp', dir=path.parent)
-    try:
-        with os.fdopen(fd, 'wb') as f:
-            f.write(model.SerializeToString())
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-    return path
+    return atomic_write(path, lambda f: f.write(model.SerializeToString()))
 
 
 def read_metadata(path) -> Dict[str, str]:
