@@ -64,6 +64,8 @@ class SimConfig:
     """beta [1/rad]: the limit spring fades in over about 1/beta."""
     frictionloss_eps: float = 0.1
     """eps [rad/s]: dry friction is smoothed below this joint speed."""
+    exact_gradient: bool = False
+    """Differentiate the implicit step's stiffness matrices too (see :func:`substep`)."""
     remat: bool = True
     """Rematerialise each control step in the backward pass (memory O(T), not O(T*substeps))."""
 
@@ -397,6 +399,15 @@ def substep(sim: Sim, state: SimState, target: jax.Array):
     qdot``, K the joint-limit springs' d f / d q. The contact's friction and damping, the
     PD's kd and the joint damping are stiff in qdot, the limit springs in q; treated
     explicitly they would need a far smaller dt than 5 ms at the feet's small inertias.
+
+    The backward pass treats ``dt df/dqdot`` and ``dt K`` as constants (unless
+    ``SimConfig.exact_gradient``). They are the integrator's correction, O(dt), not
+    part of the dynamics; but differentiating them brings in second derivatives of the
+    sharp contact activation, the friction smoothing and the limit springs (of order
+    k^2 and 1/eps^2), which made G1 policy gradients explode: per-env norms with a
+    heavy tail up to 1e5-1e7 times the median through a touch-down. Without them the
+    gradient is that of the forces themselves, ``M^-1 (df/dx)`` solved with the same
+    implicit matrix. The forward step is the same either way.
     """
     qpos, qvel = state.qpos, state.qvel
     dt = sim.config.dt
@@ -417,8 +428,11 @@ def substep(sim: Sim, state: SimState, target: jax.Array):
     # The limit springs are implicit in position too: f(q + dt qdot') ~ f + K dt (qdot + dt
     # qacc). Explicit, they are unstable (dt sqrt(K beta / 4 I) up to 8 at the G1's wrists
     # and ankles), in the forward step and, worse, in its gradient.
-    lhs = mass - dt * (dqfrc + jnp.diag(slope)) - dt * dt * jnp.diag(stiff)
-    qacc = jnp.linalg.solve(lhs, qfrc - d.qfrc_bias + dt * stiff * qvel)
+    damp, stiff = dt * (dqfrc + jnp.diag(slope)), dt * stiff
+    if not sim.config.exact_gradient:
+        damp, stiff = jax.lax.stop_gradient(damp), jax.lax.stop_gradient(stiff)
+    lhs = mass - damp - dt * jnp.diag(stiff)
+    qacc = jnp.linalg.solve(lhs, qfrc - d.qfrc_bias + stiff * qvel)
     qvel = qvel + dt * qacc
     return SimState(integrate_qpos(sim, qpos, qvel, dt), qvel), f_n
 
