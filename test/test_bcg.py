@@ -172,6 +172,41 @@ def test_only_triggering_envs_are_bundled(hop, stepper):
         assert float(jnp.max(jnp.abs(new.sim.qvel[i] - plain.qvel[i]))) > 1e-4
 
 
+def test_max_bundled_gathers_the_bundling_envs(hop, stepper):
+    m, sim = hop
+    cfg, bstep, _, _ = stepper
+    # The previous test's batch: envs 0 and 2 trigger, 1 and 3 do not.
+    q = np.tile(m.qpos0, (4, 1))
+    q[:, 1] = [-0.079, 0.2, -0.079, 0.2]
+    v = np.zeros((4, 3))
+    v[:, 1] = [-2.6, 0.0, -2.6, 0.0]
+    state = bcg.init_batch(sim, cfg, simulator.reset(sim, q, v))
+    action = jnp.zeros((4, 1), sim.dtype)
+    key = jax.random.PRNGKey(3)
+    full, finfo = bstep(sim, cfg, state, action, key)
+    # Two slots for two triggers: the gathered step is the full one.
+    two = dataclasses.replace(cfg, max_bundled=2)
+    new, info = bstep(sim, two, state, action, key)
+    for a, b in zip(jax.tree.leaves((new.sim, new.left, info)),
+                    jax.tree.leaves((full.sim, full.left, finfo))):
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-6, atol=1e-7)
+    assert not bool(jnp.any(info.dropped))
+    # One slot: env 0 (first in env order) bundles as before, env 2 runs plain and counts
+    # as dropped; a bundle once open keeps its slot next step, ahead of new triggers.
+    one = dataclasses.replace(cfg, max_bundled=1)
+    new, info = bstep(sim, one, state, action, key)
+    assert np.asarray(info.bundled).tolist() == [True, False, False, False]
+    assert np.asarray(info.dropped).tolist() == [False, False, True, False]
+    np.testing.assert_allclose(new.sim.qvel[0], full.sim.qvel[0], rtol=1e-6, atol=1e-7)
+    plain, _ = simulator.step_batch(sim, state.sim, action)
+    np.testing.assert_array_equal(new.sim.qvel[2], plain.qvel[2])
+    _, info2 = bstep(sim, one, new, action, jax.random.PRNGKey(4))
+    assert bool(info2.bundled[0]) and not bool(info2.triggered[0])
+    assert not bool(info2.bundled[2])
+    with pytest.raises(ValueError, match='max_bundled'):
+        bcg.BCGConfig(max_bundled=-1)
+
+
 def gradient_variance(g):
     """Summed sample variance over all components of per-env gradients [T, N, A] (axis 1)."""
     return float(jnp.sum(jnp.var(g, axis=1, ddof=1)))

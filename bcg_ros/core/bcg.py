@@ -15,7 +15,8 @@ sensitivities across the stiff contact, while the forward rollout stays stiff.
 
 Per env: only envs that triggered (or are inside a bundle) take the bundle,
 selected with ``jnp.where`` inside ``vmap``; the batched step skips the branch
-work entirely (``lax.cond`` over the whole batch) when no env needs it. With
+work entirely (``lax.cond`` over the whole batch) when no env needs it, and with
+``BCGConfig.max_bundled`` runs it only for that many envs gathered from the batch. With
 ``BCGConfig.enabled = False`` the wrapper is exactly :func:`sim.step`.
 
 Usage::
@@ -52,6 +53,11 @@ class BCGConfig:
     """lambda: damping of the foot Jacobian's pseudo-inverse."""
     horizon: int = 2
     """H: control steps a bundle lasts before it collapses to its mean."""
+    max_bundled: int = 0
+    """Most envs of a batch that run a bundle at one control step; 0: no limit. With
+    0 < M < N the branch work runs for M envs gathered from the batch (open bundles
+    first, then new triggers, in env order) instead of for all N, so its cost follows
+    the bundle rate; a trigger that finds no free slot runs plain (BCGInfo.dropped)."""
     antithetic: bool = True
     """Draw offsets in opposite pairs (+e, -e), so the branches' mean starts at the
     unperturbed state: the forward rollout stays the stiff one up to O(sigma^2) and
@@ -62,6 +68,8 @@ class BCGConfig:
         for name in ('branches', 'horizon'):
             if int(getattr(self, name)) < 1:
                 raise ValueError(f'BCGConfig.{name}: must be >= 1, got {getattr(self, name)}')
+        if int(self.max_bundled) < 0:
+            raise ValueError(f'BCGConfig.max_bundled: must be >= 0, got {self.max_bundled}')
         for name in ('tau', 'sigma_p', 'sigma_v', 'damping'):
             if getattr(self, name) < 0:
                 raise ValueError(f'BCGConfig.{name}: must be >= 0, got {getattr(self, name)}')
@@ -90,6 +98,8 @@ class BCGInfo:
     """A bundle started at this step."""
     bundled: jax.Array
     """The step ran as a bundle (started now or still open)."""
+    dropped: jax.Array
+    """A stiff contact that started no bundle: every slot (BCGConfig.max_bundled) was taken."""
 
 
 def init(sim: simulator.Sim, cfg: BCGConfig, state: simulator.SimState) -> BCGState:
@@ -152,8 +162,13 @@ def _branch_mean(sim, branches: simulator.SimState) -> simulator.SimState:
     return simulator.SimState(qpos, jnp.mean(branches.qvel, axis=0))
 
 
-def _bundle(sim, cfg, state: BCGState, plain, info, action, key):
-    """One env's step given its plain step: start, continue or skip a bundle."""
+def bundle(sim, cfg, state: BCGState, plain, info, action, key):
+    """
+    One env's BCG step given its plain step ``(plain, info)``: start, continue or skip.
+
+    Exported for batches whose envs have their own simulators (domain randomisation):
+    :func:`bundle_batch` takes it, bound to each env's ``sim``.
+    """
     open_ = state.left > 0
     triggered = jnp.logical_and(~open_, jnp.max(info.normal_force) > cfg.tau)
     bundled = jnp.logical_or(open_, triggered)
@@ -168,40 +183,64 @@ def _bundle(sim, cfg, state: BCGState, plain, info, action, key):
     pick = lambda a, b: jnp.where(bundled, a, b)                      # noqa: E731
     new = BCGState(jax.tree.map(pick, mean, plain), branches, left.astype(jnp.int32))
     step_info = jax.tree.map(pick, jax.tree.map(lambda x: jnp.mean(x, axis=0), binfo), info)
-    return new, BCGInfo(step_info, triggered, bundled)
+    return new, BCGInfo(step_info, triggered, bundled, jnp.zeros_like(triggered))
 
 
-def _passthrough(plain, info, state: BCGState):
+def passthrough(plain, info, state: BCGState):
+    """The BCG step of envs that run no bundle: the plain step, nothing open."""
     false = jnp.zeros(state.left.shape, bool)
     return (BCGState(plain, state.branches, jnp.zeros_like(state.left)),
-            BCGInfo(info, false, false))
+            BCGInfo(info, false, false, false))
+
+
+def bundle_batch(cfg: BCGConfig, bundle_one, state: BCGState, plain, info, args, key):
+    """
+    BCG over a batch, given its plain step; one key for the batch.
+
+    ``bundle_one(state, plain, info, args, key)`` is one env's :func:`bundle` (``args``
+    the env's action, or whatever else it needs). The branch work runs only when some
+    env triggers or has a bundle open (``lax.cond`` on the whole batch, never a Python
+    branch per env); with ``cfg.max_bundled = M`` (0 < M < N) it runs for the M envs
+    gathered by priority (open bundles, then new triggers) and the rest pass through.
+    """
+    n = state.left.shape[0]
+    keys = jax.random.split(key, n)
+    trig = jnp.max(info.normal_force, axis=-1) > cfg.tau
+    open_ = state.left > 0
+    need = jnp.any(open_) | jnp.any(trig)
+    m = int(cfg.max_bundled)
+    if 0 < m < n:
+        def run():
+            priority = 2 * open_.astype(jnp.int32) + trig.astype(jnp.int32)
+            idx = jnp.argsort(-priority, stable=True)[:m]
+            take = lambda tree: jax.tree.map(lambda x: x[idx], tree)  # noqa: E731
+            part = jax.vmap(bundle_one)(take(state), take(plain), take(info), take(args),
+                                        keys[idx])
+            full = passthrough(plain, info, state)
+            new, binfo = jax.tree.map(lambda f, p: f.at[idx].set(p), full, part)
+            dropped = trig & ~open_ & ~binfo.triggered
+            return new, BCGInfo(binfo.step, binfo.triggered, binfo.bundled, dropped)
+    else:
+        def run():
+            return jax.vmap(bundle_one)(state, plain, info, args, keys)
+    return jax.lax.cond(need, run, lambda: passthrough(plain, info, state))
 
 
 def step(sim: simulator.Sim, cfg: BCGConfig, state: BCGState, action, key):
     """One env's control step under BCG: (BCGState, BCGInfo)."""
     plain, info = simulator.step(sim, state.sim, action)
     if not cfg.enabled:
-        return _passthrough(plain, info, state)
-    return _bundle(sim, cfg, state, plain, info, action, key)
+        return passthrough(plain, info, state)
+    return bundle(sim, cfg, state, plain, info, action, key)
 
 
 def step_batch(sim: simulator.Sim, cfg: BCGConfig, state: BCGState, action, key):
-    """
-    :func:`step` over a leading env axis; one key for the batch.
-
-    The branch work runs only when at least one env of the batch triggers or has
-    a bundle open (``lax.cond`` on the whole batch, never a Python branch per env).
-    """
+    """:func:`step` over a leading env axis; one key for the batch (:func:`bundle_batch`)."""
     plain, info = simulator.step_batch(sim, state.sim, action)
     if not cfg.enabled:
-        return _passthrough(plain, info, state)
-    keys = jax.random.split(key, state.left.shape[0])
-    need = jnp.any(state.left > 0) | jnp.any(jnp.max(info.normal_force, axis=-1) > cfg.tau)
-    bundle = jax.vmap(_bundle, in_axes=(None, None, 0, 0, 0, 0, 0))
-    return jax.lax.cond(
-        need,
-        lambda: bundle(sim, cfg, state, plain, info, action, keys),
-        lambda: _passthrough(plain, info, state))
+        return passthrough(plain, info, state)
+    return bundle_batch(cfg, lambda st, pl, inf, a, k: bundle(sim, cfg, st, pl, inf, a, k),
+                        state, plain, info, action, key)
 
 
 def rollout_batch(sim: simulator.Sim, cfg: BCGConfig, state: BCGState, actions, key):

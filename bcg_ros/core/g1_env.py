@@ -259,20 +259,14 @@ class G1Env:
         cfg = self.config.bcg
         plain, info = jax.vmap(lambda p, st, a: simulator.step(self._env_sim(p), st, a))(
             s.dr, s.bcg.sim, targets)
-        false = jnp.zeros(s.bcg.left.shape, bool)
-        passthrough = (bcg_mod.BCGState(plain, s.bcg.branches, jnp.zeros_like(s.bcg.left)),
-                       bcg_mod.BCGInfo(info, false, false))
         if not cfg.enabled:
-            return passthrough
-        keys = jax.random.split(key, self.num_envs)
+            return bcg_mod.passthrough(plain, info, s.bcg)
 
-        def bundle():
-            return jax.vmap(lambda p, st, a, k: bcg_mod.step(self._env_sim(p), cfg, st, a, k))(
-                s.dr, s.bcg, targets, keys)
+        def one(st, pl, inf, args, k):
+            p, a = args
+            return bcg_mod.bundle(self._env_sim(p), cfg, st, pl, inf, a, k)
 
-        # Branch work only when some env of the batch triggers or has a bundle open.
-        need = jnp.any(s.bcg.left > 0) | jnp.any(jnp.max(info.normal_force, -1) > cfg.tau)
-        return jax.lax.cond(need, bundle, lambda: passthrough)
+        return bcg_mod.bundle_batch(cfg, one, s.bcg, plain, info, (s.dr, targets), key)
 
     def _push(self, b: bcg_mod.BCGState, key, dr_on: bool) -> bcg_mod.BCGState:
         """Add random horizontal velocity kicks to the pelvis of some envs."""
