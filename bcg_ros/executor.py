@@ -28,7 +28,8 @@ fuzz drive them directly.
 
 import enum
 import pathlib
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
+from functools import cached_property
 from typing import Optional, Tuple
 
 import numpy as np
@@ -60,6 +61,20 @@ class Request(enum.Enum):
     START = 'start'
     STOP = 'stop'
     RESET = 'reset'
+
+
+def _read_only(a: np.ndarray) -> np.ndarray:
+    a.setflags(write=False)
+    return a
+
+
+_DEFAULT_POSE = _read_only(np.asarray(g1.DEFAULT_POSE, dtype=np.float64))
+_DEFAULT_KP = _read_only(np.asarray(g1.DEFAULT_KP, dtype=np.float64))
+_DEFAULT_KD = _read_only(np.asarray(g1.DEFAULT_KD, dtype=np.float64))
+_JOINT_LOWER = _read_only(np.asarray(g1.JOINT_LOWER, dtype=np.float64))
+_JOINT_UPPER = _read_only(np.asarray(g1.JOINT_UPPER, dtype=np.float64))
+_VELOCITY_LIMIT = _read_only(np.asarray(g1.VELOCITY_LIMIT, dtype=np.float64))
+_TORQUE_LIMIT = _read_only(np.asarray(g1.TORQUE_LIMIT, dtype=np.float64))
 
 
 @dataclass(frozen=True)
@@ -140,18 +155,23 @@ class ExecutorConfig:
             except lowlevel.CommandError as exc:
                 raise ConfigError(f'executor config field {name}: {exc}') from None
 
-    @property
+    # Derived values, computed once per config (each is used at 500 Hz).
+
+    @cached_property
     def damping_kd(self) -> np.ndarray:
-        """[29] kd of the damping command."""
-        return self.damping_kd_scale * np.asarray(g1.DEFAULT_KD)
+        """[29] kd of the damping command (read-only)."""
+        return _read_only(self.damping_kd_scale * np.asarray(g1.DEFAULT_KD))
 
-    @property
+    @cached_property
     def limits(self) -> lowlevel.CommandLimits:
-        """The caps every outgoing command is clipped into."""
-        return lowlevel.CommandLimits.for_g1(self.kp_cap_scale, self.kd_cap_scale,
-                                             self.tau_cap_fraction)
+        """The caps every outgoing command is clipped into (read-only arrays)."""
+        limits = lowlevel.CommandLimits.for_g1(self.kp_cap_scale, self.kd_cap_scale,
+                                               self.tau_cap_fraction)
+        for f in fields(limits):
+            _read_only(getattr(limits, f.name))
+        return limits
 
-    @property
+    @cached_property
     def combos(self) -> Tuple[Tuple[Request, int], ...]:
         """(request, button mask), the e-stop first so that it wins over the others."""
         return ((Request.STOP, lowlevel.parse_combo(self.stop_combo)),
@@ -233,17 +253,18 @@ def check_state(cfg: ExecutorConfig, s: LowStateSample) -> Optional[str]:
     for name in ('q', 'dq', 'tau', 'quat', 'gyro', 'acc'):
         v = getattr(s, name)
         v = v[j] if name in ('q', 'dq', 'tau') else v
-        if not np.all(np.isfinite(v)):
+        if not np.isfinite(v).all():
             return f'LowState {name} not finite'
-    lo = np.asarray(g1.JOINT_LOWER) - cfg.joint_pos_margin
-    hi = np.asarray(g1.JOINT_UPPER) + cfg.joint_pos_margin
-    bad = np.flatnonzero((s.q[j] < lo) | (s.q[j] > hi))
+    lo = _JOINT_LOWER - cfg.joint_pos_margin
+    hi = _JOINT_UPPER + cfg.joint_pos_margin
+    q = s.q[j]
+    bad = np.flatnonzero((q < lo) | (q > hi))
     if bad.size:
         return f'LowState q of {g1.JOINT_NAMES[bad[0]]} out of range ({s.q[bad[0]]:.3g} rad)'
-    bad = np.flatnonzero(np.abs(s.dq[j]) > cfg.joint_vel_factor * np.asarray(g1.VELOCITY_LIMIT))
+    bad = np.flatnonzero(np.abs(s.dq[j]) > cfg.joint_vel_factor * _VELOCITY_LIMIT)
     if bad.size:
         return f'LowState dq of {g1.JOINT_NAMES[bad[0]]} out of range ({s.dq[bad[0]]:.3g} rad/s)'
-    bad = np.flatnonzero(np.abs(s.tau[j]) > cfg.max_torque_factor * np.asarray(g1.TORQUE_LIMIT))
+    bad = np.flatnonzero(np.abs(s.tau[j]) > cfg.max_torque_factor * _TORQUE_LIMIT)
     if bad.size:
         return f'LowState tau of {g1.JOINT_NAMES[bad[0]]} out of range ({s.tau[bad[0]]:.3g} N m)'
     if abs(np.linalg.norm(s.quat) - 1.0) > cfg.quat_norm_tolerance:
@@ -358,8 +379,7 @@ def on_tick(cfg: ExecutorConfig, st: ExecState, now: float,
     elif st.mode is Mode.POLICY and now - st.since > cfg.policy_timeout:
         st = fault(st, 'policy stalled: no output since start', now)
     mm, pr = st.sample.mode_machine, cfg.mode_pr
-    default = np.asarray(g1.DEFAULT_POSE)
-    kp, kd = np.asarray(g1.DEFAULT_KP), np.asarray(g1.DEFAULT_KD)
+    default, kp, kd = _DEFAULT_POSE, _DEFAULT_KP, _DEFAULT_KD
     if st.mode is Mode.STAND:
         alpha = min(1.0, max(0.0, (now - st.since) / cfg.stand_duration))
         q = st.stand_from + alpha * (default - st.stand_from)

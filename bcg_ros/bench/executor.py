@@ -6,6 +6,12 @@ publishes LowState at 500 Hz (as the robot does) and receives every LowCmd.
 Latency: from publishing a LowState to receiving the next LowCmd. Period
 error: |interval between consecutive LowCmds - 2 ms|. The machine's load
 average is printed with the figures, since both depend on it.
+
+So that the figures are the node's rather than this process's, the LowState
+publisher, the LowCmd receiver and the DDS threads run with SCHED_FIFO priority
+``--bench-priority`` where the process may have it (the output says whether it
+did), the publisher sleeps to 0.3 ms before each send time and polls from
+there, and this process asks for the GIL to change hands every 0.5 ms.
 """
 
 import os
@@ -24,6 +30,38 @@ from bcg_ros.robot import g1, lowlevel
 def add_arguments(parser):
     """Benchmark options."""
     parser.add_argument('--seconds', type=float, default=20.0, help='measured duration [s]')
+    parser.add_argument('--param', action='append', default=[], metavar='NAME:=VALUE',
+                        help='extra policy_node parameter (repeatable), e.g. '
+                             'command_priority:=0 to measure without real-time scheduling')
+    parser.add_argument('--bench-priority', type=int, default=70,
+                        help='SCHED_FIFO priority of the publisher and receiver threads of '
+                             'the benchmark, where permitted; 0: normal scheduling')
+
+
+def _realtime(priority: int) -> bool:
+    """Give the calling thread SCHED_FIFO ``priority``; False where not permitted (or 0)."""
+    if priority <= 0:
+        return False
+    try:
+        os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(priority))
+    except (AttributeError, OSError):
+        return False
+    return True
+
+
+def _realtime_dds(priority: int) -> bool:
+    """Give this process's DDS threads (``dds.*``) SCHED_FIFO ``priority``; False if any fails."""
+    if priority <= 0:
+        return False
+    ok = True
+    for tid in os.listdir('/proc/self/task'):
+        try:
+            with open(f'/proc/self/task/{tid}/comm') as f:
+                if f.read().startswith('dds.'):
+                    os.sched_setscheduler(int(tid), os.SCHED_FIFO, os.sched_param(priority))
+        except (AttributeError, OSError):
+            ok = False
+    return ok
 
 
 def run(args) -> int:
@@ -34,13 +72,15 @@ def run(args) -> int:
     from unitree_hg.msg import LowCmd, LowState
 
     seconds = 5.0 if args.quick else args.seconds
+    sys.setswitchinterval(0.0005)
+    realtime = []
     os.environ.setdefault('ROS_DOMAIN_ID', str(150 + os.getpid() % 50))
     tmp = tempfile.mkdtemp(prefix='bcg_bench_executor_')
     policy = testing.constant_policy(os.path.join(tmp, 'zero.onnx'), 0.0)
     proc = subprocess.Popen(
         [sys.executable, '-m', 'bcg_ros.nodes.policy_node', '--ros-args',
          '-p', f'policy_path:={policy}', '-p', 'autostart:=true', '-p', 'stand_duration:=0.5',
-         '-p', 'stale_timeout:=0.1'],
+         '-p', 'stale_timeout:=0.1', *(a for p in args.param for a in ('-p', p))],
         stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
     rclpy.init()
     node = rclpy.create_node('bench_executor')
@@ -48,9 +88,15 @@ def run(args) -> int:
     node.create_subscription(LowCmd, '/lowcmd', lambda raw: recv.append(time.monotonic()), 100,
                              raw=True)
     pub = node.create_publisher(LowState, '/lowstate', 10)
+    realtime.append(_realtime_dds(args.bench_priority))
     ex = SingleThreadedExecutor()
     ex.add_node(node)
-    threading.Thread(target=ex.spin, daemon=True).start()
+
+    def receive():
+        realtime.append(_realtime(args.bench_priority))
+        ex.spin()
+
+    threading.Thread(target=receive, daemon=True).start()
     msg = LowState()
     msg.mode_machine = g1.MODE_MACHINE_29DOF
     for i, m in enumerate(msg.motor_state[:g1.NUM_JOINTS]):
@@ -61,12 +107,15 @@ def run(args) -> int:
     pub_times = []
 
     def publish_states():
+        realtime.append(_realtime(args.bench_priority))
         period, tick, nxt = 1.0 / g1.LOWCMD_RATE_HZ, 0, time.monotonic()
         while not stop.is_set():
             nxt += period
-            delay = nxt - time.monotonic()
+            delay = nxt - time.monotonic() - 3e-4
             if delay > 0:
                 time.sleep(delay)
+            while time.monotonic() < nxt:
+                time.sleep(0)   # poll, letting the receiver have the GIL
             tick += 2
             msg.tick = tick
             t = time.monotonic()
@@ -107,6 +156,7 @@ def run(args) -> int:
     load = os.getloadavg()
     print(f'machine: {os.cpu_count()} CPUs, load average {load[0]:.2f} {load[1]:.2f} '
           f'{load[2]:.2f}')
+    print(f'benchmark threads: {"SCHED_FIFO" if all(realtime) else "normal scheduling"}')
     print(f'{len(pubs)} LowState sent, {len(cmds)} LowCmd received in {seconds:.0f} s '
           f'({len(cmds) / seconds:.0f} Hz)')
     print(f'LowState publisher period error p99: {np.percentile(state_err, 99):.3f} ms '

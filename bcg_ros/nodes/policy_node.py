@@ -21,6 +21,17 @@ Interfaces (names relative to the node, ``~``):
 The command thread wakes on each LowState and sends at once (so the command
 follows the state by one hop), and falls back to its own 500 Hz clock when
 the state stream pauses, so damping keeps going out when the robot goes quiet.
+While active, the command thread takes the LowState messages itself: it waits
+on the /lowstate subscription directly (the executor leaves that subscription
+alone then), reads the serialized message, and publishes the LowCmd as bytes
+it serializes with numpy, so that nothing on the way from a LowState to its
+LowCmd passes through the executor or another thread. It runs with real-time
+priority (``command_priority``, SCHED_FIFO) where the process may have it, and
+so do the process's DDS threads (``dds_priority``); the process asks a thread
+holding the GIL to hand it over every ``switch_interval`` (Python's default is
+5 ms). On its own clock it sleeps until ``spin_margin`` before the deadline
+and polls from there. While the node is inactive the executor takes the
+LowState messages instead.
 
 Time is the monotonic wall clock, or with ``use_sim_time`` the ROS clock that
 follows /clock (g1_sim_node ``publish_clock``): every duration of the rules
@@ -30,6 +41,7 @@ slower or faster than real time sees the robot's timing. A clock that goes
 back (a simulator reset) restarts the schedules from the new time.
 """
 
+import os
 import sys
 import threading
 import time
@@ -38,9 +50,11 @@ from typing import Optional
 
 import rclpy
 from diagnostic_msgs.msg import DiagnosticStatus, KeyValue
+from rclpy.callback_groups import ReentrantCallbackGroup
 from rclpy.clock import JumpThreshold
 from rclpy.duration import Duration
 from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
+from rclpy.impl.implementation_singleton import rclpy_implementation as _rclpy
 from rclpy.lifecycle import LifecycleNode, TransitionCallbackReturn
 from rclpy.qos import (DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy)
 from rclpy.signals import SignalHandlerOptions
@@ -70,13 +84,121 @@ class PolicyNodeConfig:
     """onnxruntime intra-op threads."""
     autostart: bool = False
     """Configure and activate at startup (otherwise wait for lifecycle transitions)."""
+    command_priority: int = 80
+    """SCHED_FIFO priority of the command thread (1..99); 0: normal scheduling.
+    Where the process may not have it, a warning is logged and the thread runs normally."""
+    dds_priority: int = 70
+    """SCHED_FIFO priority of the process's DDS threads, which receive the LowState
+    (1..99); 0: normal scheduling. Fails soft like command_priority."""
+    command_cpu: int = -1
+    """CPU to pin the command thread to; -1: any."""
+    switch_interval: float = 0.0005
+    """How often Python asks the thread holding the GIL to let a waiting one run
+    (sys.setswitchinterval, process-wide) [s]; 0 keeps Python's default (5 ms)."""
+    spin_margin: float = 0.0003
+    """On its own clock the command thread sleeps until this long before the
+    deadline, then polls until it [s]; 0: sleep the whole way."""
 
     def __post_init__(self):
-        """Reject a rate or thread count that cannot work, naming the field."""
+        """Reject a rate, thread count or scheduling setting that cannot work, naming the field."""
         if not self.command_rate_hz > 0:
             raise ValueError(f'field command_rate_hz: must be > 0, got {self.command_rate_hz}')
         if self.policy_threads < 1:
             raise ValueError(f'field policy_threads: must be >= 1, got {self.policy_threads}')
+        if not 0 <= self.command_priority <= 99:
+            raise ValueError(f'field command_priority: must be in 0..99, '
+                             f'got {self.command_priority}')
+        if not 0 <= self.dds_priority <= 99:
+            raise ValueError(f'field dds_priority: must be in 0..99, got {self.dds_priority}')
+        if self.command_cpu < -1:
+            raise ValueError(f'field command_cpu: must be >= -1, got {self.command_cpu}')
+        if self.switch_interval < 0:
+            raise ValueError(f'field switch_interval: must be >= 0, got {self.switch_interval}')
+        if not 0 <= self.spin_margin < 1.0 / self.command_rate_hz:
+            raise ValueError(f'field spin_margin: must be in [0, command period), '
+                             f'got {self.spin_margin}')
+
+
+def schedule_thread(priority: int, cpu: int = -1) -> list:
+    """
+    Give the calling thread SCHED_FIFO ``priority`` (0: leave it) and pin it to ``cpu`` (-1: any).
+
+    Fails soft: returns one warning per setting the process may not make (or the
+    platform lacks), and the thread goes on as it was for that setting.
+    """
+    warnings = []
+    if priority > 0:
+        try:
+            os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(priority))
+        except (AttributeError, OSError) as exc:
+            warnings.append(f'command thread: SCHED_FIFO priority {priority} not permitted '
+                            f'({exc}); running with normal scheduling')
+    if cpu >= 0:
+        try:
+            os.sched_setaffinity(0, {cpu})
+        except (AttributeError, OSError) as exc:
+            warnings.append(f'command thread: cannot pin to CPU {cpu} ({exc})')
+    return warnings
+
+
+def schedule_dds_threads(priority: int, prefix: str = 'dds.') -> list:
+    """
+    Give this process's DDS threads (Fast DDS names them ``dds.*``) SCHED_FIFO ``priority``.
+
+    They receive the LowState and wake the command thread, so they wait on the
+    machine's other work no less than it would. 0 leaves them; fails soft like
+    :func:`schedule_thread`, with one warning for all.
+    """
+    if priority <= 0:
+        return []
+    failed = []
+    try:
+        tids = os.listdir('/proc/self/task')
+    except OSError as exc:
+        return [f'DDS threads: cannot list this process\'s threads ({exc})']
+    for tid in tids:
+        try:
+            with open(f'/proc/self/task/{tid}/comm') as f:
+                if not f.read().startswith(prefix):
+                    continue
+            os.sched_setscheduler(int(tid), os.SCHED_FIFO, os.sched_param(priority))
+        except (AttributeError, OSError) as exc:
+            failed.append(f'{tid} ({exc})')
+    if failed:
+        return [f'DDS threads: SCHED_FIFO priority {priority} not permitted for '
+                f'{", ".join(failed[:3])}{"..." if len(failed) > 3 else ""}; '
+                f'they run with normal scheduling']
+    return []
+
+
+class _HeldGroup(ReentrantCallbackGroup):
+    """A callback group the executor runs only while no thread holds it."""
+
+    def __init__(self):
+        super().__init__()
+        self.held = False
+
+    def can_execute(self, entity) -> bool:
+        return not self.held and super().can_execute(entity)
+
+
+class _StateReader:
+    """Waits on one raw subscription outside the executor and takes its messages."""
+
+    def __init__(self, sub, context):
+        self._sub, self._context = sub, context
+        with sub.handle, context.handle:
+            self._wait_set = _rclpy.WaitSet(1, 0, 0, 0, 0, 0, context.handle)
+
+    def take(self, timeout: float) -> Optional[bytes]:
+        """The newest serialized message, waiting up to ``timeout`` seconds for one; or None."""
+        with self._sub.handle, self._context.handle:
+            if timeout > 0:
+                self._wait_set.clear_entities()
+                self._wait_set.add_subscription(self._sub.handle)
+                self._wait_set.wait(int(timeout * 1e9))
+            taken = self._sub.handle.take_message(self._sub.msg_type, True)
+        return None if taken is None else taken[0]
 
 
 STATE_QOS = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=1,
@@ -98,7 +220,8 @@ class PolicyNode(LifecycleNode):
         params.declare(self, PolicyNodeConfig)
         params.declare(self, ex.ExecutorConfig)
         self._lock = threading.Lock()
-        self._new_state = threading.Event()
+        self._state_group = _HeldGroup()
+        self._state_sub = None
         self._stop = threading.Event()
         self._threads = []
         self._state = ex.ExecState()
@@ -162,13 +285,17 @@ class PolicyNode(LifecycleNode):
             c = self._runner.contract
             self.get_logger().info(f'policy {self.cfg.policy_path}: {c.num_joints} joints, '
                                    f'obs {c.obs_size}, dt {c.control_dt} s')
-        from unitree_hg.msg import LowCmd, LowState
-        self._msg = LowCmd()
+        if self.cfg.switch_interval > 0:
+            sys.setswitchinterval(self.cfg.switch_interval)
+        from unitree_hg.msg import LowState
         self._state = ex.ExecState(since=self._now())
+        # Raw: the fields are read from the bytes (see lowlevel.read_lowstate_cdr).
+        # While active the command thread holds its group and takes the messages.
+        self._state_sub = self.create_subscription(
+            LowState, self.cfg.lowstate_topic, self._on_lowstate, STATE_QOS, raw=True,
+            callback_group=self._state_group)
         self._entities = [
-            # Raw: the fields are read from the bytes (see lowlevel.read_lowstate_cdr).
-            self.create_subscription(LowState, self.cfg.lowstate_topic, self._on_lowstate,
-                                     STATE_QOS, raw=True),
+            self._state_sub,
             self.create_service(Trigger, '~/stand', self._service(ex.Request.STAND)),
             self.create_service(Trigger, '~/start', self._service(ex.Request.START)),
             self.create_service(Trigger, '~/stop', self._service(ex.Request.STOP)),
@@ -199,6 +326,7 @@ class PolicyNode(LifecycleNode):
             return TransitionCallbackReturn.FAILURE
         self._cmd_pub = self.create_publisher(LowCmd, self.cfg.lowcmd_topic, CMD_QOS)
         self._stop.clear()
+        self._state_group.held = True
         self._threads = [threading.Thread(target=self._command_loop, name='lowcmd', daemon=True),
                          threading.Thread(target=self._policy_loop, name='policy', daemon=True)]
         for t in self._threads:
@@ -220,6 +348,7 @@ class PolicyNode(LifecycleNode):
             else:
                 self.destroy_service(e)
         self._entities = []
+        self._state_sub = None
         self.destroy_timer(self._status_timer)
         self._runner = None
         return TransitionCallbackReturn.SUCCESS
@@ -233,10 +362,12 @@ class PolicyNode(LifecycleNode):
         if not self._threads:
             return
         self._stop.set()
-        self._new_state.set()
         for t in self._threads:
             t.join(timeout=1.0)
         self._threads = []
+        self._state_group.held = False
+        if self.executor is not None:
+            self.executor.wake()   # to wait on /lowstate again
         with self._lock:
             self._state = ex.request(self.ecfg, self._state, ex.Request.STOP, self._now(),
                                      source='deactivate')[0]
@@ -245,7 +376,7 @@ class PolicyNode(LifecycleNode):
             # The robot holds its last command: make that one damping.
             cmd = lowlevel.damping_command(self.ecfg.damping_kd, sample.mode_machine,
                                            self.ecfg.mode_pr)
-            self._cmd_pub.publish(lowlevel.fill_lowcmd(self._msg, cmd))
+            self._cmd_pub.publish(lowlevel.serialize_lowcmd(cmd))
         if self._cmd_pub is not None:
             self.destroy_publisher(self._cmd_pub)
             self._cmd_pub = None
@@ -254,8 +385,12 @@ class PolicyNode(LifecycleNode):
     # --- callbacks ---------------------------------------------------------
 
     def _on_lowstate(self, raw):
+        self._take_state(raw, self._now())
+
+    def _take_state(self, raw: bytes, now: float):
+        """Take in one serialized LowState received at ``now``."""
         try:
-            sample = lowlevel.read_lowstate_cdr(raw, self._now())
+            sample = lowlevel.read_lowstate_cdr(raw, now)
         except lowlevel.CommandError as exc:
             self.get_logger().error(f'{self.cfg.lowstate_topic}: {exc}', throttle_duration_sec=1)
             return
@@ -266,7 +401,6 @@ class PolicyNode(LifecycleNode):
                                           policy_ready=self._runner is not None, source='remote')
                 self.get_logger().info(f'remote {req.value}: {text}')
             self._state = st
-        self._new_state.set()
         self._mode_changed()
 
     def _service(self, req: ex.Request):
@@ -285,33 +419,52 @@ class PolicyNode(LifecycleNode):
 
     def _command_loop(self):
         """Send a LowCmd on each new LowState, or every period when none comes."""
+        for warning in schedule_thread(self.cfg.command_priority, self.cfg.command_cpu) \
+                + schedule_dds_threads(self.cfg.dds_priority):
+            self.get_logger().warning(warning)
         period = 1.0 / self.cfg.command_rate_hz
+        # On sim time the waits are in wall seconds and a LowState wakes them
+        # anyway: polling up to a deadline on the simulated clock makes no sense.
+        margin = 0.0 if self._sim_time else self.cfg.spin_margin
+        reader = _StateReader(self._state_sub, self.context)
+        # The own clock counts from ``anchor``: the last send, or a LowState
+        # that came too soon after it (so the clock follows the stream's phase
+        # instead of locking half a period off it after a late LowState).
         last_send, synced = self._now(), False
+        anchor = last_send
         while not self._stop.is_set():
             # While the state stream paces the loop, allow it half a period of
             # lateness before the own clock takes over, so that a slightly late
             # LowState is answered at once instead of one period later.
-            deadline = last_send + (1.5 * period if synced else period)
-            # On sim time the wait is in wall seconds; a LowState wakes it anyway.
-            got = self._new_state.wait(min(max(0.0, deadline - self._now()), 1.5 * period))
+            deadline = anchor + (1.5 * period if synced else period)
+            wait = min(max(0.0, deadline - self._now()), 1.5 * period)
+            raw = reader.take(wait - margin)
+            while raw is None and margin and self._now() < deadline \
+                    and not self._stop.is_set():
+                raw = reader.take(0.0)   # the last stretch: poll, not sleep
             if self._stop.is_set():
                 break
             now = self._now()
+            got = raw is not None
+            if got:
+                self._take_state(raw, now)
             if now < last_send:
-                last_send = now   # the clock went back (a simulator reset)
+                last_send = anchor = now   # the clock went back (a simulator reset)
             if not got and now < deadline:
                 continue   # sim time runs slower than the wall: not due yet
-            if got:
-                self._new_state.clear()
-                if now - last_send < 0.5 * period:
-                    continue  # the state comes faster than the command rate
+            if got and now - last_send < 0.5 * period:
+                # Too soon after the last command (the state comes faster than
+                # the command rate, or just after an own-clock send): skip it,
+                # and let the next deadline count from it.
+                anchor, synced = now, True
+                continue
             synced = got
             with self._lock:
                 self._state, cmd = ex.on_tick(self.ecfg, self._state, now, self._policy_out)
             if cmd is not None and self._cmd_pub is not None:
-                self._cmd_pub.publish(lowlevel.fill_lowcmd(self._msg, cmd))
+                self._cmd_pub.publish(lowlevel.serialize_lowcmd(cmd))
                 self.commands_sent += 1
-            last_send = now
+            last_send = anchor = now
             self._mode_changed()
 
     def _policy_loop(self):

@@ -345,6 +345,34 @@ to a 4-byte boundary, so the two layouts differ from its mode field on.
 """
 
 
+_CDR_LE = b'\x00\x01\x00\x00'
+"""Encapsulation header of a little-endian (XCDR1) serialized message."""
+
+
+def serialize_lowcmd(cmd: MotorCommand) -> bytes:
+    """
+    ``cmd`` as a serialized unitree_hg LowCmd, crc stamped: what a raw publisher sends.
+
+    The same fields as serializing the message :func:`fill_lowcmd` makes (reserve
+    words and alignment padding zero), written with numpy instead of through the
+    35 message objects:
+    about a fifth of the time of filling and publishing the message, which
+    matters inside the 500 Hz command loop.
+    """
+    buf = np.zeros(CDR_HEADER + LOWCMD_CDR_SIZE, np.uint8)
+    buf[:CDR_HEADER] = np.frombuffer(_CDR_LE, np.uint8)
+    payload = buf[CDR_HEADER:]
+    f4 = payload.view('<f4')
+    c = LOWCMD_CDR
+    payload[c['mode_pr'][0]] = cmd.mode_pr
+    payload[c['mode_machine'][0]] = cmd.mode_machine
+    payload[c['mode']] = cmd.mode
+    for k in ('q', 'dq', 'tau', 'kp', 'kd'):
+        f4[c[k] // 4] = getattr(cmd, k)
+    f4.view('<u4')[c['crc'][0] // 4] = command_crc(cmd)
+    return buf.tobytes()
+
+
 def read_lowcmd_cdr(raw: bytes) -> Tuple[MotorCommand, bool]:
     """(command, crc valid) straight from a serialized LowCmd (a raw subscription)."""
     if len(raw) != CDR_HEADER + LOWCMD_CDR_SIZE:
