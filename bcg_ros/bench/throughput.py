@@ -24,6 +24,9 @@ def add_arguments(parser):
     parser.add_argument('--k', type=float, default=300.0, help='contact stiffness')
     parser.add_argument('--repeats', type=int, default=3, help='timed calls after compile')
     parser.add_argument('--no-mjx', action='store_true', help='skip the MJX comparison')
+    parser.add_argument('--max-bundled', type=int, default=-1,
+                        help='also time BCG with the branch work gathered for this many envs '
+                             '(BCGConfig.max_bundled; -1: envs / 8; 0: skip that row)')
 
 
 def _memory_mb(compiled):
@@ -66,7 +69,11 @@ def run(args) -> int:
         rows['mjx'] = (c_s, it_s, _memory_mb(compiled), None)
         print(f'mjx (iterations 1): compile {c_s:.1f} s, {it_s:.2f} s per gradient, '
               f'{substeps / it_s:.0f} env-substeps/s, gradient finite: {finite}', flush=True)
-    for name, cfg in (('plain', bcg.BCGConfig(enabled=False)), ('bcg', bcg.BCGConfig())):
+    gather = max(1, envs // 8) if args.max_bundled < 0 else args.max_bundled
+    configs = [('plain', bcg.BCGConfig(enabled=False)), ('bcg', bcg.BCGConfig())]
+    if 0 < gather < envs:
+        configs.append((f'bcg-m{gather}', bcg.BCGConfig(max_bundled=gather)))
+    for name, cfg in configs:
         fn = g1_grad.bcg_grad_fn(s, cfg, horizon)
         c_s, it_s, out, compiled = g1_grad.timed(fn, sim, params, state, key, repeats=repeats)
         rows[name] = (c_s, it_s, _memory_mb(compiled), float(out[2]))
@@ -75,7 +82,7 @@ def run(args) -> int:
               flush=True)
     print()
     print(f'{"":8} {"compile s":>10} {"s/grad":>8} {"substeps/s":>11} {"XLA peak MB":>12}')
-    for name in ('plain', 'bcg', 'mjx'):
+    for name in [c[0] for c in configs] + ['mjx']:
         if name not in rows:
             continue
         c_s, it_s, mem, _ = rows[name]
@@ -85,6 +92,9 @@ def run(args) -> int:
     print(f'peak RSS of this process: {rss:.0f} MB (batch {envs})')
     ratio = rows['bcg'][1] / rows['plain'][1]
     print(f'BCG iteration cost: {ratio:.2f}x plain (goal <= 1.3x)')
+    for name, _ in configs[2:]:
+        print(f'{name} iteration cost: {rows[name][1] / rows["plain"][1]:.2f}x plain, bundle '
+              f'rate {rows[name][3]:.1%} (all envs: {rows["bcg"][3]:.1%})')
     if 'mjx' not in rows:
         print('grad_speedup_vs_mjx: nan')
         return 0
