@@ -12,6 +12,7 @@ import sys
 BENCHMARKS = {
     'variance': 'Gradient variance with and without BCG at k = 50, 100, 300 (Fig. 3).',
     'throughput': 'Forward+backward env-substeps/s: plain, BCG, and MJX with its contacts.',
+    'ascent': 'Gradient ascent on a G1 rollout: frozen vs exact implicit-step gradient.',
     'evaluator': 'MuJoCo sim2sim evaluator: simulated seconds per wall second.',
     'executor': 'policy_node /lowstate-to-/lowcmd latency and 500 Hz period error over DDS.',
     'estimator': 'state_bridge_node estimator against g1_sim_node ground truth.',
