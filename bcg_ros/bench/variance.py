@@ -25,6 +25,8 @@ def add_arguments(parser):
     parser.add_argument('--seed', type=int, default=0)
     parser.add_argument('--bootstrap', type=int, default=1000, help='bootstrap resamples')
     parser.add_argument('--png', default='variance.png', help='figure path')
+    parser.add_argument('--tau', type=float, default=400.0,
+                        help="BCG trigger [N] (default: the paper's 400)")
 
 
 def summed_variance(gram: np.ndarray, sq: np.ndarray, counts: np.ndarray) -> np.ndarray:
@@ -102,9 +104,10 @@ def run(args) -> int:
     key = jax.random.PRNGKey(args.seed + 1)
     print(f'G1 (nv {s.sim.nv}), {envs} envs, horizon {horizon} control steps '
           f'({horizon * s.sim.config.substeps} substeps), policy MLP {list(g1_grad.HIDDEN)}, '
-          f'setup {time.perf_counter() - t0:.1f} s', flush=True)
+          f'setup {time.perf_counter() - t0:.1f} s; BCG tau {args.tau:g} N', flush=True)
     fns = {}
-    for name, cfg in (('plain', bcg.BCGConfig(enabled=False)), ('bcg', bcg.BCGConfig())):
+    for name, cfg in (('plain', bcg.BCGConfig(enabled=False)),
+                      ('bcg', bcg.BCGConfig(tau=args.tau))):
         fns[name] = (cfg, g1_grad.bcg_grad_fn(s, cfg, horizon))
     rows, cost = [], {}
     compiled = {}
