@@ -94,3 +94,15 @@ def test_low_root_terminates_only_that_env(env):
     assert np.asarray(out.done).tolist() == [1.0, 0.0]
     assert np.asarray(st2.t).tolist() == [0, 1]
     assert float(st2.bcg.sim.qpos[0, 2]) > env.config.min_root_height
+
+
+@pytest.mark.parametrize('bad', [float('nan'), 1e4])
+def test_diverged_state_terminates_only_that_env(env, bad):
+    st = env.jit_reset(jax.random.PRNGKey(4))
+    qvel = st.bcg.sim.qvel.at[1, 7].set(bad)
+    sim_state = simulator.SimState(st.bcg.sim.qpos, qvel)
+    st = dataclasses.replace(st, bcg=dataclasses.replace(st.bcg, sim=sim_state))
+    st2, out = env.jit_step(st, jnp.zeros((2, env.action_size)), jax.random.PRNGKey(5))
+    assert np.asarray(out.info['terminated']).tolist() == [0.0, 1.0]
+    assert np.asarray(st2.t).tolist() == [1, 0]
+    assert bool(jnp.all(jnp.isfinite(st2.bcg.sim.qvel)))

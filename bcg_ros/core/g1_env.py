@@ -91,6 +91,10 @@ class G1EnvConfig:
     """Terminate (a fall) when the pelvis is lower than this [m]."""
     max_track_error: float = 0.5
     """Terminate when the mean key-point error exceeds this [m]."""
+    max_speed: float = 100.0
+    """Terminate when any generalised velocity exceeds this [m/s, rad/s] or the state is
+    not finite: the simulation diverged (a NaN state would otherwise never trip the
+    height and tracking checks, and stay until the episode's time limit)."""
     action_rate_weight: float = 0.01
     """Weight of the action-rate penalty |a_t - a_{t-1}|^2."""
     alive_weight: float = 0.0
@@ -301,8 +305,10 @@ class G1Env:
         reward = (c.alive_weight
                   - c.action_rate_weight * jnp.sum((action - s.last_action) ** 2, -1)
                   + c.tracking_weight * jnp.exp(-key_err ** 2 / c.tracking_sigma ** 2))
-        terminated = ((qpos[:, 2] < c.min_root_height)
-                      | (key_err > c.max_track_error)).astype(qpos.dtype)
+        diverged = ~(jnp.all(jnp.isfinite(qpos), -1)
+                     & jnp.all(jnp.abs(qvel) <= c.max_speed, -1))   # NaN fails <=
+        terminated = ((qpos[:, 2] < c.min_root_height) | (key_err > c.max_track_error)
+                      | diverged).astype(qpos.dtype)
         ended = (t >= self.episode_length) | (frame >= self.num_frames - 1)
         truncated = (1.0 - terminated) * ended.astype(qpos.dtype)
         done = jnp.maximum(terminated, truncated)
