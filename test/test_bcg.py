@@ -144,16 +144,22 @@ def test_state_after_a_bundle_is_the_branch_mean(hop, stepper):
     assert int(s_bcg.left[env]) == 0, 'the bundle did not close after H steps'
 
 
-def test_only_triggering_envs_are_bundled(hop, stepper):
-    m, sim = hop
-    cfg, bstep, pstep, _ = stepper
-    # Envs 0 and 2 fall onto the ground at 2.6 m/s (their foot 1 mm above it); 1 and 3 hang
-    # 20 cm up and fall freely this step.
+def landing_batch(m, sim):
+    """
+    Four hopper states: envs 0 and 2 fall onto the ground at 2.6 m/s (their foot 1 mm
+    above it), 1 and 3 hang 20 cm up and fall freely this step.
+    """
     q = np.tile(m.qpos0, (4, 1))
     q[:, 1] = [-0.079, 0.2, -0.079, 0.2]
     v = np.zeros((4, 3))
     v[:, 1] = [-2.6, 0.0, -2.6, 0.0]
-    state = simulator.reset(sim, q, v)
+    return simulator.reset(sim, q, v)
+
+
+def test_only_triggering_envs_are_bundled(hop, stepper):
+    m, sim = hop
+    cfg, bstep, pstep, _ = stepper
+    state = landing_batch(m, sim)
     action = jnp.zeros((4, 1), sim.dtype)
     plain, pinfo = pstep(sim, state, action)
     new, info = bstep(sim, cfg, bcg.init_batch(sim, cfg, state), action, jax.random.PRNGKey(3))
@@ -175,12 +181,7 @@ def test_only_triggering_envs_are_bundled(hop, stepper):
 def test_max_bundled_gathers_the_bundling_envs(hop, stepper):
     m, sim = hop
     cfg, bstep, _, _ = stepper
-    # The previous test's batch: envs 0 and 2 trigger, 1 and 3 do not.
-    q = np.tile(m.qpos0, (4, 1))
-    q[:, 1] = [-0.079, 0.2, -0.079, 0.2]
-    v = np.zeros((4, 3))
-    v[:, 1] = [-2.6, 0.0, -2.6, 0.0]
-    state = bcg.init_batch(sim, cfg, simulator.reset(sim, q, v))
+    state = bcg.init_batch(sim, cfg, landing_batch(m, sim))   # envs 0 and 2 trigger
     action = jnp.zeros((4, 1), sim.dtype)
     key = jax.random.PRNGKey(3)
     full, finfo = bstep(sim, cfg, state, action, key)
