@@ -146,8 +146,10 @@ def test_state_after_a_bundle_is_the_branch_mean(hop, stepper):
 
 def landing_batch(m, sim):
     """
-    Four hopper states: envs 0 and 2 fall onto the ground at 2.6 m/s (their foot 1 mm
-    above it), 1 and 3 hang 20 cm up and fall freely this step.
+    Return four hopper states, of which envs 0 and 2 land hard this step.
+
+    Envs 0 and 2 fall onto the ground at 2.6 m/s (their foot 1 mm above it); 1 and 3
+    hang 20 cm up and fall freely.
     """
     q = np.tile(m.qpos0, (4, 1))
     q[:, 1] = [-0.079, 0.2, -0.079, 0.2]
