@@ -160,7 +160,7 @@ class ExecutorConfig:
     @cached_property
     def damping_kd(self) -> np.ndarray:
         """[29] kd of the damping command (read-only)."""
-        return _read_only(self.damping_kd_scale * np.asarray(g1.DEFAULT_KD))
+        return _read_only(self.damping_kd_scale * _DEFAULT_KD)
 
     @cached_property
     def limits(self) -> lowlevel.CommandLimits:

@@ -38,30 +38,12 @@ def add_arguments(parser):
                              'the benchmark, where permitted; 0: normal scheduling')
 
 
-def _realtime(priority: int) -> bool:
-    """Give the calling thread SCHED_FIFO ``priority``; False where not permitted (or 0)."""
-    if priority <= 0:
-        return False
-    try:
-        os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(priority))
-    except (AttributeError, OSError):
-        return False
-    return True
+def _realtime(priority: int, dds: bool = False) -> bool:
+    """SCHED_FIFO ``priority`` for the calling thread (or the DDS threads): whether it took."""
+    from bcg_ros.nodes.policy_node import schedule_dds_threads, schedule_thread
 
-
-def _realtime_dds(priority: int) -> bool:
-    """Give this process's DDS threads (``dds.*``) SCHED_FIFO ``priority``; False if any fails."""
-    if priority <= 0:
-        return False
-    ok = True
-    for tid in os.listdir('/proc/self/task'):
-        try:
-            with open(f'/proc/self/task/{tid}/comm') as f:
-                if f.read().startswith('dds.'):
-                    os.sched_setscheduler(int(tid), os.SCHED_FIFO, os.sched_param(priority))
-        except (AttributeError, OSError):
-            ok = False
-    return ok
+    warnings = schedule_dds_threads(priority) if dds else schedule_thread(priority)
+    return priority > 0 and not warnings
 
 
 def run(args) -> int:
@@ -88,7 +70,7 @@ def run(args) -> int:
     node.create_subscription(LowCmd, '/lowcmd', lambda raw: recv.append(time.monotonic()), 100,
                              raw=True)
     pub = node.create_publisher(LowState, '/lowstate', 10)
-    realtime.append(_realtime_dds(args.bench_priority))
+    realtime.append(_realtime(args.bench_priority, dds=True))
     ex = SingleThreadedExecutor()
     ex.add_node(node)
 
