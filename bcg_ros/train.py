@@ -474,13 +474,14 @@ class Trainer:
 
     def summary(self) -> Dict:
         """Return the run's summary (written to summary.json)."""
-        last = self.history[-10:]
-        mean = {k: float(np.mean([h[k] for h in last])) for k in
-                ('reward', 'e_track', 'bundle_rate', 'fall_rate', 'penetration_mm')
-                if last and k in last[0]}
-        first = self.history[:10]
-        start = {k: float(np.mean([h[k] for h in first])) for k in ('reward', 'e_track')
-                 if first and k in first[0]}
+        keys = ('reward', 'add_reward', 'track_reward', 'e_track', 'bundle_rate', 'fall_rate',
+                'diverged_rate', 'penetration_mm')
+
+        def means(rows):
+            return {k: float(np.mean([h[k] for h in rows])) for k in keys
+                    if rows and k in rows[0]}
+
+        start, mean = means(self.history[:10]), means(self.history[-10:])
         return {'algo': self.cfg.run.algo, 'env': self.cfg.run.env,
                 'iterations': self.iteration,
                 'samples': self.iteration * self.samples_per_iteration,
@@ -579,13 +580,20 @@ def write_curves(history: Sequence[Mapping[str, float]], path, title: str = ''):
     import matplotlib.pyplot as plt
 
     xs = (('iteration', 'iterations'), ('samples', 'env samples'), ('wall_s', 'wall-clock [s]'))
-    ys = (('reward', 'reward per step'), ('e_track', 'E_track [cm]'))
-    fig, axes = plt.subplots(len(ys), len(xs), figsize=(12, 6), squeeze=False)
+    ys = [(k, label) for k, label in (
+        ('reward', 'reward per step'), ('add_reward', 'ADD reward per step'),
+        ('track_reward', 'tracking reward per step'), ('e_track', 'E_track [cm]'))
+        if history and k in history[0]]
+    fig, axes = plt.subplots(len(ys), len(xs), figsize=(12, 2.6 * len(ys)), squeeze=False)
     for i, (yk, yl) in enumerate(ys):
-        y = [h[yk] for h in history]
+        y = np.asarray([h[yk] for h in history], float)
+        k = min(10, len(y))
+        smooth = np.convolve(y, np.ones(k) / k, mode='valid')
         for j, (xk, xl) in enumerate(xs):
+            x = np.asarray([h[xk] for h in history], float)
             ax = axes[i][j]
-            ax.plot([h[xk] for h in history], y)
+            ax.plot(x, y, alpha=0.3, lw=0.8)
+            ax.plot(x[k - 1:], smooth, lw=1.5, label=f'{k}-iteration mean')
             ax.set_xlabel(xl)
             ax.set_ylabel(yl)
             ax.grid(alpha=0.3)

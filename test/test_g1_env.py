@@ -106,3 +106,10 @@ def test_diverged_state_terminates_only_that_env(env, bad):
     assert np.asarray(out.info['terminated']).tolist() == [0.0, 1.0]
     assert np.asarray(st2.t).tolist() == [1, 0]
     assert bool(jnp.all(jnp.isfinite(st2.bcg.sim.qvel)))
+    # The diverged env counts in the metrics at the termination bound, not as garbage.
+    m = {k: np.asarray(v) for k, v in out.info['metrics'].items()}
+    assert m['diverged_rate'].tolist() == [0.0, 1.0]
+    e = np.asarray(out.info['e_track'])
+    assert e[1] == pytest.approx(100.0 * env.config.max_track_error)
+    assert np.isfinite(e[0]) and e[0] < 100.0 * env.config.max_track_error
+    assert m['track_reward'][1] == 0.0 and 0.0 < m['track_reward'][0] <= 1.0

@@ -24,6 +24,9 @@ Info keys every environment provides, each ``[B]`` unless stated:
 - ``e_track``: per-env tracking error [cm] (the paper's E_track).
 - ``bundle``: 1 where a BCG bundle was taken this step (0 in envs without).
 - ``penetration_mm``: mean foot penetration depth this step [mm] (0 if none).
+
+Optional: ``metrics``, a dict of further per-env diagnostics ``[B]`` (constants
+for gradients); the learners log the batch mean of each under its own name.
 """
 
 from dataclasses import dataclass

@@ -100,9 +100,11 @@ class G1EnvConfig:
     alive_weight: float = 0.0
     """Reward per step alive."""
     tracking_weight: float = 0.0
-    """Weight of exp(-e^2 / tracking_sigma^2), e the mean key-point error (0: ADD only)."""
+    """Weight of exp(-e^2 / tracking_sigma^2), e the mean key-point error (0: ADD only).
+    Logged as ``track_reward`` whatever its weight: unlike the ADD reward, whose scale moves
+    with the discriminator, it is a fixed measure of imitation."""
     tracking_sigma: float = 0.2
-    """Length scale of the optional tracking term [m]."""
+    """Length scale of the tracking term [m]."""
 
 
 @jax.tree_util.register_dataclass
@@ -324,11 +326,19 @@ class G1Env:
         pen = depth > 0
         pen_mm = 1e3 * jnp.sum(jnp.where(pen, depth, 0.0), -1) / jnp.maximum(
             jnp.sum(pen, -1), 1)
+        err = jax.lax.stop_gradient(key_err)
+        # A diverged env's error is garbage (1e12 m or NaN) and would swamp the batch mean:
+        # it counts at the termination bound, and in diverged_rate.
+        e_track = 100.0 * jnp.where(diverged, c.max_track_error, err)
         info = {'terminated': terminated, 'truncated': truncated, 'terminal_obs': terminal_obs,
-                'add_delta': delta, 'e_track': 100.0 * key_err,
+                'add_delta': delta, 'e_track': e_track,
                 'bundle': binfo.bundled.astype(qpos.dtype),
                 'penetration_mm': jax.lax.stop_gradient(pen_mm),
-                'root_height': qpos[:, 2]}
+                'root_height': qpos[:, 2],
+                'metrics': {
+                    'track_reward': jnp.where(diverged, 0.0, jnp.exp(
+                        -err ** 2 / c.tracking_sigma ** 2)),
+                    'diverged_rate': diverged.astype(qpos.dtype)}}
         return nxt, StepOut(self.observe(nxt), reward, done, info)
 
 

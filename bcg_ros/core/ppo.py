@@ -136,7 +136,8 @@ def make_iterate(cfg: PPOConfig, add_cfg: add_mod.ADDConfig, env, total_iteratio
                     'done': out.done, 'terminated': out.info['terminated'],
                     'env_reward': out.reward, 'add_reward': r_add,
                     'add_delta': out.info['add_delta'], 'e_track': out.info['e_track'],
-                    'bundle': out.info['bundle'], 'penetration_mm': out.info['penetration_mm']}
+                    'bundle': out.info['bundle'], 'penetration_mm': out.info['penetration_mm'],
+                    'metrics': jax.lax.stop_gradient(out.info.get('metrics', {}))}
             return env_state, data
 
         env_state, data = jax.lax.scan(one, st.env_state, jax.random.split(k_roll, cfg.horizon))
@@ -199,6 +200,7 @@ def make_iterate(cfg: PPOConfig, add_cfg: add_mod.ADDConfig, env, total_iteratio
                    'penetration_mm': jnp.mean(data['penetration_mm']),
                    'done_rate': jnp.mean(data['done']),
                    'fall_rate': jnp.mean(data['terminated']),
+                   **{k: jnp.mean(v) for k, v in data['metrics'].items()},
                    'value': jnp.mean(returns), 'actor_lr': lr,
                    'log_std': jnp.mean(actor['log_std']),
                    **jax.tree.map(lambda x: x[-1, -1], terms), **add_terms}

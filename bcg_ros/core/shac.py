@@ -182,7 +182,8 @@ def _rollout(actor, st: SHACState, key, cfg, add_cfg, env):
                 'env_reward': out.reward, 'add_reward': r_add,
                 'add_delta': jax.lax.stop_gradient(out.info['add_delta']),
                 'e_track': out.info['e_track'], 'bundle': out.info['bundle'],
-                'penetration_mm': out.info['penetration_mm']}
+                'penetration_mm': out.info['penetration_mm'],
+                'metrics': jax.lax.stop_gradient(out.info.get('metrics', {}))}
         return env_state, data
 
     env_state, data = jax.lax.scan(one, st.env_state, jax.random.split(key, cfg.horizon))
@@ -261,6 +262,7 @@ def make_iterate(cfg: SHACConfig, add_cfg: add_mod.ADDConfig, env, total_iterati
                    'penetration_mm': jnp.mean(data['penetration_mm']),
                    'done_rate': jnp.mean(data['done']),
                    'fall_rate': jnp.mean(data['terminated']),
+                   **{k: jnp.mean(v) for k, v in data['metrics'].items()},
                    'actor_loss': loss, 'critic_loss': critic_loss,
                    'actor_grad_norm': grad_norm, 'grad_finite': finite.astype(jnp.float32),
                    'value': jnp.mean(targets), 'actor_lr': lr_a,
