@@ -33,3 +33,8 @@ def test_two_devices_match_one(tmp_path):
             # Reductions over envs are summed in another order across devices: float32 noise.
             np.testing.assert_allclose(a[k], b[k], rtol=1e-4, atol=1e-5, err_msg=k)
     assert abs(one['last_10_iterations']['e_track'] - two['last_10_iterations']['e_track']) < 1e-3
+    # 4 iterations split into 4 non-empty parts: each part's median is that iteration's value.
+    hist = [json.loads(line) for line in (tmp_path / 'one' / 'history.jsonl').read_text()
+            .splitlines()]
+    np.testing.assert_allclose(one['median_by_sixth']['e_track'], [h['e_track'] for h in hist],
+                               rtol=1e-6)
