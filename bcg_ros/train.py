@@ -43,7 +43,7 @@ from bcg_ros.core.g1_env import G1EnvConfig
 from bcg_ros.core.toy_env import ToyEnvConfig
 
 CHECKPOINT = 'checkpoint.npz'
-E_TRACK_THRESHOLDS_CM = (40.0, 30.0, 20.0, 15.0, 10.0, 5.0, 2.0, 1.0)
+E_TRACK_THRESHOLDS_CM = (40.0, 30.0, 20.0, 18.0, 17.0, 16.0, 15.0, 10.0, 5.0, 2.0, 1.0)
 """E_track levels at which the summary records the env samples needed to reach them."""
 
 
@@ -561,21 +561,26 @@ class Trainer:
 
 
 def samples_to_reach(history: Sequence[Mapping[str, float]],
-                     thresholds: Sequence[float] = E_TRACK_THRESHOLDS_CM) -> Dict[str, Any]:
+                     thresholds: Sequence[float] = E_TRACK_THRESHOLDS_CM,
+                     window: int = 20) -> Dict[str, Any]:
     """
     Return, per E_track level [cm], the env samples of the first iteration at or below it.
 
-    E_track is smoothed over 5 iterations first (one lucky iteration is not a level reached).
+    E_track is averaged over a trailing ``window`` of iterations, and the first ``window``
+    iterations are left out: every episode starts on the reference at iteration 0, so the
+    run's first iterations track well whatever the policy, and episodes that end together
+    at the time limit restart together (E_track rises and falls with their period, 4
+    iterations at the CPU preset). One lucky stretch is not a level reached.
     """
-    if not history:
-        return {}
-    e = np.asarray([h['e_track'] for h in history])
-    k = min(5, len(e))
-    smooth = np.convolve(e, np.ones(k) / k, mode='valid')
+    e = np.asarray([h['e_track'] for h in history[window:]], float)
     out = {}
+    # Fewer than 2 windows of iterations: no level is reached.
+    smooth = (np.convolve(e, np.ones(window) / window, mode='valid') if e.size >= window
+              else np.zeros(0))
     for th in thresholds:
         idx = np.flatnonzero(smooth <= th)
-        out[f'{th:g}'] = int(history[idx[0] + k - 1]['samples']) if idx.size else None
+        out[f'{th:g}'] = (int(history[window + idx[0] + window - 1]['samples']) if idx.size
+                          else None)
     return out
 
 
@@ -642,9 +647,14 @@ def compare_table(run_dirs: Sequence) -> str:
     for d in run_dirs:
         path = pathlib.Path(d) / 'summary.json'
         try:
-            runs.append((pathlib.Path(d).name, json.loads(path.read_text())))
+            summary = json.loads(path.read_text())
         except (OSError, ValueError) as exc:
             raise ConfigError(f'{path}: cannot read the run summary: {exc}') from exc
+        hist = pathlib.Path(d) / 'history.jsonl'
+        if hist.is_file():   # recount with this version's levels and smoothing
+            rows = [json.loads(line) for line in hist.read_text().splitlines() if line]
+            summary['samples_to_e_track'] = samples_to_reach(rows)
+        runs.append((pathlib.Path(d).name, summary))
     head = ['E_track [cm]'] + [f'{n} ({s["algo"]})' for n, s in runs]
     rows = [head]
     levels = sorted({k for _, s in runs for k in s['samples_to_e_track']}, key=float,

@@ -59,19 +59,23 @@ def test_yaml_file_then_overrides(tmp_path):
 
 
 def test_samples_to_reach_and_compare_table(tmp_path):
-    hist = [{'e_track': e, 'samples': 100 * (i + 1)}
-            for i, e in enumerate([30, 25, 20, 12, 9, 8, 7, 6, 5, 4])]
-    got = train.samples_to_reach(hist, (20.0, 10.0, 1.0))
-    # Smoothed over 5: means 19.2 (iterations 1-5), 14.8, 11.2, 8.4, 7.0, 6.0: the first at or
-    # below 20 ends at iteration 5 (500 samples), at or below 10 at iteration 8 (800).
-    assert got == {'20': 500, '10': 800, '1': None}
+    # An easy start (every episode begins on the reference), then a level that falls.
+    es = [5.0] * 4 + [30, 25, 20, 12, 9, 8, 7, 6, 5, 4, 4, 4]
+    hist = [{'e_track': e, 'samples': 100 * (i + 1)} for i, e in enumerate(es)]
+    got = train.samples_to_reach(hist, (20.0, 10.0, 1.0), window=4)
+    # The first 4 iterations are left out; trailing means over 4 of the rest: 21.75
+    # (iterations 5-8), 16.5, 12.25, 9.0 (ends at iteration 11), ...: at or below 20 first at
+    # iteration 9 (900 samples), at or below 10 at iteration 11 (1100). Without the skip the
+    # easy start would reach 10 cm at once.
+    assert got == {'20': 900, '10': 1100, '1': None}
+    assert train.samples_to_reach(hist[:3], (20.0,), window=4) == {'20': None}
     for name, algo in (('a', 'shac'), ('b', 'ppo')):
         (tmp_path / name).mkdir()
         (tmp_path / name / 'summary.json').write_text(json.dumps(
             {'algo': algo, 'samples': 1000, 'samples_to_e_track': got,
              'last_10_iterations': {'e_track': 4.0}}))
     table = train.compare_table([tmp_path / 'a', tmp_path / 'b'])
-    assert 'a (shac)' in table and 'b (ppo)' in table and '800' in table
+    assert 'a (shac)' in table and 'b (ppo)' in table and '1100' in table
 
 
 def test_training_code_imports_no_ros():
