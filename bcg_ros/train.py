@@ -560,6 +560,13 @@ class Trainer:
         return ev.summary
 
 
+def trailing_mean(values, window: int) -> np.ndarray:
+    """Return the means of ``values`` over each full trailing ``window`` (empty if too few)."""
+    v = np.asarray(values, float)
+    return np.convolve(v, np.ones(window) / window, mode='valid') if v.size >= window \
+        else np.zeros(0)
+
+
 def samples_to_reach(history: Sequence[Mapping[str, float]],
                      thresholds: Sequence[float] = E_TRACK_THRESHOLDS_CM,
                      window: int = 20) -> Dict[str, Any]:
@@ -572,11 +579,9 @@ def samples_to_reach(history: Sequence[Mapping[str, float]],
     at the time limit restart together (E_track rises and falls with their period, 4
     iterations at the CPU preset). One lucky stretch is not a level reached.
     """
-    e = np.asarray([h['e_track'] for h in history[window:]], float)
-    out = {}
     # Fewer than 2 windows of iterations: no level is reached.
-    smooth = (np.convolve(e, np.ones(window) / window, mode='valid') if e.size >= window
-              else np.zeros(0))
+    smooth = trailing_mean([h['e_track'] for h in history[window:]], window)
+    out = {}
     for th in thresholds:
         idx = np.flatnonzero(smooth <= th)
         out[f'{th:g}'] = (int(history[window + idx[0] + window - 1]['samples']) if idx.size
@@ -599,12 +604,12 @@ def write_curves(history: Sequence[Mapping[str, float]], path, title: str = ''):
     for i, (yk, yl) in enumerate(ys):
         y = np.asarray([h[yk] for h in history], float)
         k = min(10, len(y))
-        smooth = np.convolve(y, np.ones(k) / k, mode='valid')
+        smooth = trailing_mean(y, k)
         for j, (xk, xl) in enumerate(xs):
             x = np.asarray([h[xk] for h in history], float)
             ax = axes[i][j]
             ax.plot(x, y, alpha=0.3, lw=0.8)
-            ax.plot(x[k - 1:], smooth, lw=1.5, label=f'{k}-iteration mean')
+            ax.plot(x[k - 1:], smooth, lw=1.5)   # the k-iteration running mean
             ax.set_xlabel(xl)
             ax.set_ylabel(yl)
             ax.grid(alpha=0.3)
