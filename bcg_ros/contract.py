@@ -15,6 +15,7 @@ the contract's joint order, then PD with the contract's kp and kd.
 """
 
 import json
+import math
 from dataclasses import asdict, dataclass, field, fields
 from typing import Callable, Dict, Mapping, Optional, Sequence, Tuple, Union
 
@@ -219,6 +220,16 @@ class Contract:
             if len(getattr(self, name)) != n:
                 raise ContractError(f'contract field {name!r} has {len(getattr(self, name))} '
                                     f'values, joint_names has {n}')
+            bad = [i for i, v in enumerate(getattr(self, name)) if not math.isfinite(v)]
+            if bad:
+                raise ContractError(f'contract field {name!r}: value {bad[0]} '
+                                    f'({self.joint_names[bad[0]]}) is '
+                                    f'{getattr(self, name)[bad[0]]}, not a finite number')
+        for name in ('kp', 'kd'):
+            bad = [i for i, v in enumerate(getattr(self, name)) if v < 0]
+            if bad:
+                raise ContractError(f'contract field {name!r}: value {bad[0]} '
+                                    f'({self.joint_names[bad[0]]}) is negative')
         if self.target_clip is not None and len(self.target_clip) != n:
             raise ContractError(f'contract field target_clip has {len(self.target_clip)} '
                                 f'bounds, joint_names has {n}')

@@ -236,6 +236,37 @@ def forward_kinematics(root_pos: np.ndarray, root_quat: np.ndarray, joint_pos: n
     return key, spheres
 
 
+def body_positions(motion: 'Motion', robot=None) -> np.ndarray:
+    """Return the origins of the ``g1.TRACK_BODIES`` [T, B, 3] over a motion, by FK."""
+    robot = robot if robot is not None else _default_model()
+    model = robot.model
+    ids = []
+    for name in g1.TRACK_BODIES:
+        i = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_BODY, name)
+        if i < 0:
+            raise MotionError(f'model has no body {name!r}, which E_track needs')
+        ids.append(i)
+    qpos, _ = reference_state(motion, robot)
+    data = mujoco.MjData(model)
+    out = np.empty((motion.num_frames, len(ids), 3))
+    for t in range(motion.num_frames):
+        data.qpos[:] = qpos[t]
+        mujoco.mj_kinematics(model, data)
+        out[t] = data.xpos[ids]
+    return out
+
+
+def tracking_error(sim_body, ref_body, xp=np):
+    """
+    Per-frame E_track [m]: the mean over bodies of the body position error.
+
+    ``sim_body`` and ``ref_body`` [..., B, 3] are world positions of the same
+    bodies (``g1.TRACK_BODIES``); the training env (``xp=jax.numpy``) and the
+    evaluator both use this one definition.
+    """
+    return xp.mean(xp.linalg.norm(sim_body - ref_body, axis=-1), axis=-1)
+
+
 def from_trajectory(name: str, fps: float, root_pos: np.ndarray, root_quat: np.ndarray,
                     joint_pos: np.ndarray, robot=None) -> Motion:
     """Build a Motion from positions: velocities by finite differences, key points by FK."""

@@ -1,5 +1,7 @@
 """Loading policies: project metadata, IsaacLab deploy.yaml, and the contract checks."""
 
+import json
+
 import numpy as np
 import pytest
 
@@ -148,4 +150,35 @@ def test_unknown_joint_and_unknown_term():
 def test_policy_without_any_contract(tmp_path):
     path = synthetic.save_policy(tmp_path / 'p.onnx', None, obs_size=10)
     with pytest.raises(ct.ContractError, match='no deploy.yaml'):
+        load_policy(path)
+
+
+def test_non_finite_gains_are_refused_at_load(tmp_path):
+    # A NaN stiffness in deploy.yaml, or a NaN kp in the ONNX contract, would run as
+    # a policy whose motors do nothing and whose metrics are NaN: refused, naming the field.
+    c = synthetic.velocity_contract()
+    d = synthetic.deploy_yaml(c)
+    d['stiffness'][4] = float('nan')
+    with pytest.raises(ct.ContractError, match=r"'stiffness'\[4\] is nan"):
+        contract_from_deploy(d, 'deploy.yaml')
+    d = synthetic.deploy_yaml(c)
+    d['damping'][0] = float('inf')
+    with pytest.raises(ct.ContractError, match=r"deploy\.yaml: field 'damping'\[0\] is inf"):
+        contract_from_deploy(d, 'deploy.yaml')
+    d = synthetic.deploy_yaml(c)
+    d['stiffness'][2] = -5.0
+    with pytest.raises(ct.ContractError, match=r"deploy\.yaml: .*'kp'.*negative"):
+        contract_from_deploy(d, 'deploy.yaml')
+    meta = ct.imitation_contract().to_metadata()
+    raw = json.loads(meta[ct.METADATA_KEY])
+    raw['kp'][3] = float('nan')
+    with pytest.raises(ct.ContractError, match=r"src: contract field 'kp': value 3 "
+                                               r"\(left_knee_joint\) is nan"):
+        ct.Contract.from_dict(raw, 'src')
+    path = synthetic.save_policy(tmp_path / 'p.onnx', None, obs_size=c.obs_size)
+    d = synthetic.deploy_yaml(c)
+    d['stiffness'][1] = float('nan')
+    import yaml
+    (tmp_path / 'deploy.yaml').write_text(yaml.safe_dump(d))
+    with pytest.raises(ct.ContractError, match=r"deploy\.yaml: field 'stiffness'\[1\] is nan"):
         load_policy(path)

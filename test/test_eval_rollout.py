@@ -44,10 +44,10 @@ def test_physics_step_divides_the_policy_period():
 
 
 def test_free_fall_falls_at_the_hand_computed_time(g, zeros_policy, tmp_path):
-    # Without a floor and with the pose held (no noise), the robot falls as one rigid body:
-    # z(t) = z0 - g t^2 / 2, below 0.3 m at t* = sqrt(2 (z0 - 0.3) / g).
+    # With the floor 10 m down and the pose held (no noise), the robot falls as one rigid
+    # body: z(t) = z0 - g t^2 / 2, below 0.3 m at t* = sqrt(2 (z0 - 0.3) / g).
     spec = mujoco.MjSpec.from_file(str(g1_model.DEFAULT_MJCF))
-    spec.delete(spec.geom('floor'))
+    spec.geom('floor').pos = [0.0, 0.0, -10.0]
     path = tmp_path / 'g1_no_floor.xml'
     path.write_text(spec.to_xml())
     floating = g1_model.load(path)
@@ -76,17 +76,27 @@ def test_zeros_policy_stands_and_tracks_the_held_pose(g, zeros_policy, stand):
     assert ev.runs[0].sim_dt == g1.SIM_DT
 
 
-def test_known_key_point_offset(g, zeros_policy, stand):
-    # Shift the reference key points (not the root) by (3, 4, 0) cm: E_track and the
-    # anchor-relative error must be 5 cm give or take the untouched run's own error.
-    base = evaluate(EvalConfig(runs=1, rollout=QUIET), motion=stand, policy=zeros_policy, g=g)
+def test_known_body_offset(g, zeros_policy, stand):
+    # Shift the reference bodies by (3, 4, 0) cm (and its key points, for the anchor-relative
+    # error): E_track over all bodies must be 5 cm give or take the untouched run's own error.
+    from bcg_ros import motion as motion_mod
+    from bcg_ros.eval import metrics
+    run = run_once(zeros_policy, g, 0, QUIET, stand)
+    ref = motion_mod.body_positions(stand, g)
+    assert ref.shape == (stand.num_frames, len(g1.TRACK_BODIES), 3)
     off = np.array([0.03, 0.04, 0.0])
+    base = metrics.run_metrics(run, stand, ref_body=ref)
     shifted = type(stand)(**{**stand.__dict__, 'key_pos': stand.key_pos + off})
-    ev = evaluate(EvalConfig(runs=1, rollout=QUIET), motion=shifted, policy=zeros_policy, g=g)
-    e0, a0 = base.summary['e_track_cm'], base.summary['anchor_error_cm']
+    moved = metrics.run_metrics(run, shifted, ref_body=ref + off)
+    e0, a0 = base['e_track_cm'], base['anchor_error_cm']
     assert e0 < 2.0
-    assert 5.0 - e0 - 1e-6 <= ev.summary['e_track_cm'] <= 5.0 + e0 + 1e-6
-    assert 5.0 - a0 - 1e-6 <= ev.summary['anchor_error_cm'] <= 5.0 + a0 + 1e-6
+    assert 5.0 - e0 - 1e-6 <= moved['e_track_cm'] <= 5.0 + e0 + 1e-6
+    assert 5.0 - a0 - 1e-6 <= moved['anchor_error_cm'] <= 5.0 + a0 + 1e-6
+    # One body off by 30 cm moves the mean over the 30 bodies by 1 cm, give or take e0.
+    one = ref.copy()
+    one[:, 0] += [0.3, 0.0, 0.0]
+    e1 = metrics.run_metrics(run, stand, ref_body=one)['e_track_cm']
+    assert 30.0 / len(g1.TRACK_BODIES) - e0 - 1e-6 <= e1 <= 30.0 / len(g1.TRACK_BODIES) + e0
 
 
 def test_large_constant_action_falls(g, stand, tmp_path):
@@ -169,3 +179,62 @@ def test_motion_defaults_to_the_one_the_policy_was_trained_on(g, tmp_path):
                                                 ct.imitation_contract()))
     with pytest.raises(ct.ContractError, match='reference motion'):
         evaluate(EvalConfig(runs=1, rollout=short), policy=unnamed, g=g)
+
+
+class _NanAfter:
+    """A policy stand-in whose output turns non-finite after ``steps`` control steps."""
+
+    def __init__(self, policy, steps: int):
+        self.contract, self.motor_ids, self.path = policy.contract, policy.motor_ids, policy.path
+        self.steps, self.calls = steps, 0
+
+    def act(self, obs):
+        self.calls += 1
+        out = np.zeros(self.contract.num_joints, np.float32)
+        return out * np.nan if self.calls > self.steps else out
+
+
+def test_non_finite_policy_output_ends_the_run_as_a_fall(g, zeros_policy, stand):
+    from bcg_ros.eval import metrics
+    run = run_once(_NanAfter(zeros_policy, 10), g, 0, QUIET, stand)
+    assert 'non-finite policy output' in run.diverged
+    assert len(run.time) == 10 and np.all(np.isfinite(run.root_pos))
+    m = metrics.run_metrics(run, stand)
+    assert m['fell'] and m['fall_time'] == pytest.approx(0.2) and m['diverged']
+    s = metrics.summarize([m, metrics.run_metrics(run_once(zeros_policy, g, 0, QUIET, stand),
+                                                  stand)])
+    assert s['falls'] == 1 and s['diverged'] == 1
+
+
+def test_non_finite_state_is_a_divergence_not_a_reset(g, zeros_policy, stand):
+    # A NaN velocity makes MuJoCo reset the state to qpos0 with a warning, and a NaN
+    # root height never compares below the fall height: both would read as standing.
+    from bcg_ros.eval import metrics
+    bad = type(stand)(**{**stand.__dict__, 'joint_vel': stand.joint_vel * np.nan})
+    run = run_once(zeros_policy, g, 0, QUIET, bad)
+    assert run.diverged and len(run.time) == 0
+    m = metrics.run_metrics(run, bad)
+    assert m['fell'] and m['diverged']
+
+
+def test_baselines_run_beside_the_policy(g, zeros_policy, stand, tmp_path):
+    from bcg_ros.eval.rollout import Baseline
+    from bcg_ros.motion import load_motion
+    run = load_motion('run', control_dt=g1.CONTROL_DT)
+    replay = Baseline.of(zeros_policy, 'replay')
+    np.testing.assert_array_equal(replay.targets(4, run), run.joint_pos[5][zeros_policy.motor_ids])
+    np.testing.assert_array_equal(Baseline.of(zeros_policy, 'stand').targets(4, run),
+                                  zeros_policy.contract.default_pose)
+    ev = evaluate(EvalConfig(runs=2, rollout=QUIET), motion=stand, policy=zeros_policy, g=g)
+    assert set(ev.baselines) == {'stand', 'replay'}
+    for name, b in ev.baselines.items():
+        # On the held pose the stand and replay targets are the zeros policy's own.
+        assert b['runs'] == 2 and b['falls'] == 0
+        assert b['e_track_cm'] == pytest.approx(ev.summary['e_track_cm'], abs=0.5)
+    md = report.markdown(ev.to_dict())
+    assert '| baseline `stand` | 0/2 |' in md and '| baseline `replay` | 0/2 |' in md
+    none = evaluate(EvalConfig(runs=1, rollout=QUIET, baselines=()), motion=stand,
+                    policy=zeros_policy, g=g)
+    assert none.baselines == {}
+    with pytest.raises(ValueError, match='baselines'):
+        EvalConfig(baselines=('sit',))

@@ -27,7 +27,7 @@ from typing import List, Optional
 from bcg_ros.contract import ContractError
 from bcg_ros.eval import report
 from bcg_ros.eval.evaluator import EvalConfig, evaluate
-from bcg_ros.eval.rollout import RolloutConfig
+from bcg_ros.eval.rollout import Baseline, RolloutConfig
 from bcg_ros.robot.model import ModelError
 
 MOTIONS = ('run', 'jump', 'fight', 'dance')
@@ -47,6 +47,10 @@ def _common(p: argparse.ArgumentParser):
     p.add_argument('--sim-dt', type=float, default=RolloutConfig.sim_dt,
                    help='physics step [s] (default: the training simulator\'s 0.005; '
                         '0: the model file\'s own)')
+    p.add_argument('--baselines', nargs='*', default=list(Baseline.NAMES),
+                   choices=list(Baseline.NAMES),
+                   help='open-loop baselines judged beside the policy on the same model and '
+                        'seeds (default: stand replay; give none to skip)')
     p.add_argument('--no-plots', action='store_true', help='skip the PNG plots')
     p.add_argument('--quiet', action='store_true', help='no progress bar')
 
@@ -74,7 +78,7 @@ def _one(argv: List[str]) -> int:
     args = p.parse_args(argv)
     cfg = EvalConfig(policy=args.policy, deploy_yaml=args.deploy_yaml, model=args.model,
                      motion=args.motion, command=tuple(args.command), runs=args.runs,
-                     rollout=_rollout(args))
+                     rollout=_rollout(args), baselines=tuple(args.baselines))
     ev = evaluate(cfg, progress=not args.quiet)
     out = pathlib.Path(args.out or pathlib.Path('eval') / pathlib.Path(args.policy).stem)
     result = report.write(ev, out, plots=not args.no_plots)
@@ -114,7 +118,8 @@ def _table(argv: List[str], which: str) -> int:
                 cells[(motion, key)] = None
                 continue
             cfg = EvalConfig(policy=str(path), model=args.model, motion=motion,
-                             runs=args.runs, rollout=_rollout(args))
+                             runs=args.runs, rollout=_rollout(args),
+                             baselines=tuple(args.baselines))
             ev = evaluate(cfg, progress=not args.quiet)
             result = report.write(ev, out / motion / folder, plots=not args.no_plots)
             cells[(motion, key)] = result['summary']

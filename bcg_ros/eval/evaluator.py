@@ -16,7 +16,7 @@ from bcg_ros import contract as ct
 from bcg_ros import motion as motion_mod
 from bcg_ros.eval import metrics
 from bcg_ros.eval.policy import load_policy, Policy
-from bcg_ros.eval.rollout import Run, run_all, RolloutConfig, StepView
+from bcg_ros.eval.rollout import Baseline, Run, run_all, RolloutConfig, StepView
 from bcg_ros.motion import Motion
 from bcg_ros.robot import model as g1_model
 
@@ -42,6 +42,9 @@ class EvalConfig:
     """onnxruntime threads."""
     rollout: RolloutConfig = field(default_factory=RolloutConfig)
     """Per-run setup: duration, noise, friction, pushes, fall height, seed."""
+    baselines: Tuple[str, ...] = Baseline.NAMES
+    """Open-loop baselines run on the same model, seeds and gains when there is a motion:
+    'stand' (the PD holds the default pose), 'replay' (the reference joints fed to the PD)."""
 
     def __post_init__(self):
         """Reject what cannot run, naming the field."""
@@ -49,6 +52,9 @@ class EvalConfig:
             raise ValueError(f'EvalConfig.runs must be >= 1, got {self.runs}')
         if len(self.command) != 3:
             raise ValueError(f'EvalConfig.command must be (vx, vy, wz), got {self.command}')
+        for b in self.baselines:
+            if b not in Baseline.NAMES:
+                raise ValueError(f'EvalConfig.baselines: unknown {b!r} (known: {Baseline.NAMES})')
 
 
 @dataclass(frozen=True)
@@ -62,6 +68,10 @@ class Evaluation:
     runs: List[Run]
     per_run: List[Dict]
     summary: Dict
+    baselines: Dict[str, Dict] = field(default_factory=dict)
+    """Per baseline name: its summary, on the same model and seeds."""
+    added_floor: bool = False
+    """The model file had no ground plane; the evaluator added one."""
 
     def to_dict(self) -> Dict:
         """Return the JSON form: config, provenance, per-run and summary metrics."""
@@ -72,7 +82,8 @@ class Evaluation:
                 'command': list(self.config.command) if self.motion is None else None,
                 'control_dt': self.policy.contract.control_dt,
                 'sim_dt': self.runs[0].sim_dt if self.runs else None,
-                'config': cfg, 'summary': self.summary, 'runs': self.per_run}
+                'added_floor': self.added_floor, 'config': cfg, 'summary': self.summary,
+                'baselines': self.baselines, 'runs': self.per_run}
 
 
 def resolve_motion(spec: Union[str, Motion, None], control_dt: float) -> Optional[Motion]:
@@ -107,14 +118,29 @@ def evaluate(config: EvalConfig, motion: Union[str, Motion, None] = None,
     runs = run_all(policy, g, config.runs, config.rollout, mot, config.command, on_step,
                    progress)
     velocity = policy.is_velocity_policy and mot is None
-    per_run = [metrics.run_metrics(r, mot, config.rollout.fall_height, velocity) for r in runs]
+    ref_body = motion_mod.body_positions(mot, g) if mot is not None else None
+
+    def score(rs: List[Run]) -> List[Dict]:
+        return [metrics.run_metrics(r, mot, config.rollout.fall_height, velocity,
+                                    ref_body=ref_body) for r in rs]
+
+    per_run = score(runs)
     summary = metrics.summarize(per_run, policy.train_penetration_mm)
+    baselines = {}
+    if mot is not None:
+        for name in config.baselines:
+            b_runs = run_all(Baseline.of(policy, name), g, config.runs, config.rollout, mot)
+            b_sum = metrics.summarize(score(b_runs))
+            b_sum.pop('train_penetration_mm', None)
+            b_sum.pop('delta_d_mm', None)
+            baselines[name] = b_sum
     if velocity and policy.command_ranges:
         summary['command_in_training_range'] = all(
             lo - 1e-9 <= v <= hi + 1e-9 for v, (lo, hi) in
             zip(config.command, (policy.command_ranges.get(k, (-np.inf, np.inf))
                                  for k in ('lin_vel_x', 'lin_vel_y', 'ang_vel_z'))))
-    return Evaluation(config, policy, str(g.path), mot, runs, per_run, summary)
+    return Evaluation(config, policy, str(g.path), mot, runs, per_run, summary, baselines,
+                      bool(getattr(g, 'added_floor', False)))
 
 
 def model_label(path: Union[str, pathlib.Path]) -> str:

@@ -1,12 +1,13 @@
 """
 The paper's sim2sim metrics, as small pure functions of recorded runs.
 
-- falls: runs in which the root height drops below 0.3 m;
+- falls: runs in which the root height drops below 0.3 m, or whose simulation
+  diverged (a non-finite or exploding state: a NaN height never compares below);
 - mean foot penetration depth in MuJoCo, and delta-d = training simulator's
   mean depth minus MuJoCo's [mm] (the trainer stores its own figure in the
   policy's metadata);
-- E_track: global mean per-key-point position error against the reference [cm]
-  (key points: g1.KEY_SITES, both ankles, the head, both wrists);
+- E_track: global mean per-body position error against the reference [cm], over
+  all of the G1's bodies (g1.TRACK_BODIES, :func:`bcg_ros.motion.tracking_error`);
 - anchor-relative error: the same with both sides' key points expressed in
   their own root (pelvis) frame [cm];
 - joint error: mean absolute joint angle error [rad];
@@ -18,7 +19,7 @@ from typing import Dict, List, Optional, Sequence
 import numpy as np
 
 from bcg_ros import contract as ct
-from bcg_ros.motion import Motion
+from bcg_ros.motion import body_positions, Motion, tracking_error
 
 FALL_HEIGHT = 0.3
 """Root height [m] below which a run counts as a fall."""
@@ -41,14 +42,9 @@ def delta_d_mm(train_mm: Optional[float], mujoco_mm: float) -> Optional[float]:
     return None if train_mm is None else float(train_mm - mujoco_mm)
 
 
-def tracking_error_per_step(sim_key: np.ndarray, ref_key: np.ndarray) -> np.ndarray:
-    """[T] mean over key points of the position error [m], key arrays [T, K, 3]."""
-    return np.linalg.norm(np.asarray(sim_key) - np.asarray(ref_key), axis=-1).mean(-1)
-
-
-def e_track_cm(sim_key: np.ndarray, ref_key: np.ndarray) -> float:
-    """E_track: global mean per-key-point position error [cm]."""
-    return float(tracking_error_per_step(sim_key, ref_key).mean() * 100.0)
+def e_track_cm(sim_body: np.ndarray, ref_body: np.ndarray) -> float:
+    """E_track: global mean per-body position error [cm], body arrays [T, B, 3]."""
+    return float(tracking_error(np.asarray(sim_body), np.asarray(ref_body)).mean() * 100.0)
 
 
 def in_root_frame(key: np.ndarray, root_pos: np.ndarray, root_quat: np.ndarray) -> np.ndarray:
@@ -86,20 +82,31 @@ def velocity_errors(command: np.ndarray, achieved: np.ndarray) -> Dict[str, floa
 
 
 def run_metrics(run, motion: Optional[Motion] = None, fall_height: float = FALL_HEIGHT,
-                velocity: bool = False, warmup: float = 1.0) -> Dict:
-    """Compute the metrics of one run (a :class:`bcg_ros.eval.rollout.Run`)."""
+                velocity: bool = False, warmup: float = 1.0,
+                ref_body: Optional[np.ndarray] = None) -> Dict:
+    """
+    Compute the metrics of one run (a :class:`bcg_ros.eval.rollout.Run`).
+
+    ``ref_body`` [T, B, 3]: the motion's body origins (``body_positions``),
+    computed here when not given. A diverged run falls at its divergence.
+    """
     fi = fall_index(run.root_pos[:, 2], fall_height)
-    out = {'seed': int(run.seed), 'fell': fi >= 0,
-           'fall_time': float(run.time[fi]) if fi >= 0 else None,
-           'duration': float(run.time[-1]) if run.time.size else 0.0,
-           'min_root_height': float(run.root_pos[:, 2].min()),
+    diverged = bool(getattr(run, 'diverged', ''))
+    end = float(run.time[-1]) if run.time.size else 0.0
+    fall_time = float(run.time[fi]) if fi >= 0 else (end if diverged else None)
+    out = {'seed': int(run.seed), 'fell': fi >= 0 or diverged, 'fall_time': fall_time,
+           'diverged': getattr(run, 'diverged', '') or None,
+           'duration': end,
+           'min_root_height': float(run.root_pos[:, 2].min()) if run.time.size else None,
            'penetration_mm': mean_penetration_mm(run.penetration),
            'max_penetration_mm': float(run.penetration.max() * 1e3) if run.penetration.size
            else 0.0,
            'friction_scale': float(run.friction_scale), 'pushes': int(run.pushes)}
-    if motion is not None:
+    if motion is not None and run.time.size:   # a run that diverged at once has no rows
         f = run.frame
-        out['e_track_cm'] = e_track_cm(run.key_pos, motion.key_pos[f])
+        if ref_body is None:
+            ref_body = body_positions(motion)
+        out['e_track_cm'] = e_track_cm(run.body_pos, ref_body[f])
         out['anchor_error_cm'] = anchor_error_cm(run.key_pos, run.root_pos, run.root_quat,
                                                  motion.key_pos[f], motion.root_pos[f],
                                                  motion.root_quat[f])
@@ -119,7 +126,8 @@ _MEAN_KEYS = ('penetration_mm', 'e_track_cm', 'anchor_error_cm', 'joint_error_ra
 
 def summarize(per_run: List[Dict], train_penetration_mm: Optional[float] = None) -> Dict:
     """Across runs: falls as a count, the other metrics as mean and std, delta-d."""
-    out = {'runs': len(per_run), 'falls': int(sum(r['fell'] for r in per_run))}
+    out = {'runs': len(per_run), 'falls': int(sum(r['fell'] for r in per_run)),
+           'diverged': int(sum(bool(r.get('diverged')) for r in per_run))}
     for k in _MEAN_KEYS:
         vals = [r[k] for r in per_run if k in r]
         if vals:

@@ -76,6 +76,10 @@ def _list(d: Mapping, key: str, n: Optional[int], source: str, default=None):
     if n is not None and a.shape[0] != n:
         raise ct.ContractError(f'{source}: field {key!r} has {a.shape[0]} values, '
                                f'expected {n}')
+    bad = np.flatnonzero(~np.isfinite(a))
+    if bad.size:
+        raise ct.ContractError(f'{source}: field {key!r}[{bad[0]}] is {a[bad[0]]}, '
+                               'not a finite number')
     return a
 
 
@@ -146,12 +150,16 @@ def contract_from_deploy(d: Mapping, source: str = 'deploy.yaml'
                                 scale=s, clip=c, clip_first=True))
     if not terms:
         raise ct.ContractError(f'{source}: field observations is empty')
-    contract = ct.Contract(joint_names=names, default_pose=tuple(default.tolist()),
-                           kp=tuple(kp.tolist()), kd=tuple(kd.tolist()),
-                           action_scale=tuple(scale.tolist()),
-                           action_offset=tuple(offset.tolist()), action_clip=None,
-                           obs_terms=tuple(terms), control_dt=control_dt,
-                           target_clip=target_clip)
+    try:
+        contract = ct.Contract(joint_names=names, default_pose=tuple(default.tolist()),
+                               kp=tuple(kp.tolist()), kd=tuple(kd.tolist()),
+                               action_scale=tuple(scale.tolist()),
+                               action_offset=tuple(offset.tolist()), action_clip=None,
+                               obs_terms=tuple(terms), control_dt=control_dt,
+                               target_clip=target_clip)
+    except ct.ContractError as exc:
+        raise ct.ContractError(f'{source}: {exc} (stiffness / damping / default_joint_pos '
+                               'of deploy.yaml)') from exc
     ranges = ((d.get('commands') or {}).get('base_velocity') or {}).get('ranges')
     command_ranges = None
     if ranges:

@@ -7,6 +7,7 @@ from typing import Dict, List, Mapping, Optional, Sequence, Union
 import numpy as np
 
 from bcg_ros.eval import metrics
+from bcg_ros.motion import body_positions, tracking_error
 
 PLOTS = ('root_height.png', 'tracking_error.png', 'penetration_hist.png')
 
@@ -30,20 +31,31 @@ def markdown(result: Mapping) -> str:
              f'- policy: `{result["policy"]}` (contract from {result["contract_source"]})',
              f'- model: `{result["model"]}`, physics step {result["sim_dt"]} s, '
              f'policy period {result["control_dt"]} s',
-             f'- {what}, {s["runs"]} runs', '',
-             '| falls | penetration [mm] | delta-d [mm] | E_track [cm] | anchor-rel. [cm] '
-             '| joint [rad] | lin. vel. err [m/s] | yaw rate err [rad/s] |',
-             '|---|---|---|---|---|---|---|---|',
-             f'| {s["falls"]}/{s["runs"]} | {_fmt(s.get("penetration_mm"))} '
-             f'| {_fmt(s.get("delta_d_mm"))} | {_fmt(s.get("e_track_cm"))} '
-             f'| {_fmt(s.get("anchor_error_cm"))} | {_fmt(s.get("joint_error_rad"), 3)} '
-             f'| {_fmt(s.get("lin_vel_error"), 3)} | {_fmt(s.get("ang_vel_error"), 3)} |',
-             '', '## Runs', '',
-             '| seed | fell | fall time [s] | min root height [m] | penetration [mm] '
-             '| E_track [cm] | friction scale | pushes |',
-             '|---|---|---|---|---|---|---|---|']
+             f'- {what}, {s["runs"]} runs']
+    if result.get('added_floor'):
+        lines.append('- the model file has no ground plane: the evaluator added one at z = 0')
+    lines += ['', '| controller | falls | diverged | penetration [mm] | delta-d [mm] '
+              '| E_track [cm] | anchor-rel. [cm] | joint [rad] | lin. vel. err [m/s] '
+              '| yaw rate err [rad/s] |', '|---|---|---|---|---|---|---|---|---|---|']
+    rows = [('policy', s)] + [(f'baseline `{k}`', v)
+                              for k, v in (result.get('baselines') or {}).items()]
+    for label, v in rows:
+        lines.append(f'| {label} | {v["falls"]}/{v["runs"]} | {v.get("diverged", 0)} '
+                     f'| {_fmt(v.get("penetration_mm"))} | {_fmt(v.get("delta_d_mm"))} '
+                     f'| {_fmt(v.get("e_track_cm"))} | {_fmt(v.get("anchor_error_cm"))} '
+                     f'| {_fmt(v.get("joint_error_rad"), 3)} | {_fmt(v.get("lin_vel_error"), 3)} '
+                     f'| {_fmt(v.get("ang_vel_error"), 3)} |')
+    if result.get('baselines'):
+        lines += ['', 'Baselines on the same model, seeds and gains: `stand` holds the '
+                  'default pose under the PD, `replay` feeds the reference joint angles to '
+                  'the PD open loop.']
+    lines += ['', '## Runs', '',
+              '| seed | fell | fall time [s] | min root height [m] | penetration [mm] '
+              '| E_track [cm] | friction scale | pushes |',
+              '|---|---|---|---|---|---|---|---|']
     for r in result['runs']:
-        lines.append(f'| {r["seed"]} | {_fmt(r["fell"])} | {_fmt(r["fall_time"])} '
+        fell = _fmt(r['fell']) + (f' (diverged: {r["diverged"]})' if r.get('diverged') else '')
+        lines.append(f'| {r["seed"]} | {fell} | {_fmt(r["fall_time"])} '
                      f'| {_fmt(r["min_root_height"], 3)} | {_fmt(r["penetration_mm"])} '
                      f'| {_fmt(r.get("e_track_cm"))} | {_fmt(r["friction_scale"])} '
                      f'| {r["pushes"]} |')
@@ -76,16 +88,17 @@ def plot(evaluation, out_dir: pathlib.Path) -> List[pathlib.Path]:
 
     fig, ax = plt.subplots(figsize=(6, 3.5))
     mot = evaluation.motion
+    ref_body = body_positions(mot) if mot is not None else None
     for r in evaluation.runs:
         if mot is not None:
-            e = metrics.tracking_error_per_step(r.key_pos, mot.key_pos[r.frame]) * 100.0
+            e = tracking_error(r.body_pos, ref_body[r.frame]) * 100.0
             ax.plot(r.time, e, label=f'seed {r.seed}')
         else:
             ach = metrics.base_velocity(r.root_quat, r.root_lin_vel, r.root_ang_vel)
             ax.plot(r.time, np.linalg.norm(r.command[:, :2] - ach[:, :2], axis=-1),
                     label=f'seed {r.seed}')
     ax.set(xlabel='time [s]',
-           ylabel='key-point error [cm]' if mot is not None else 'velocity error [m/s]',
+           ylabel='body position error [cm]' if mot is not None else 'velocity error [m/s]',
            title='Tracking error')
     ax.legend(fontsize=7)
     fig.tight_layout()

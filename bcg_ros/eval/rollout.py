@@ -2,14 +2,19 @@
 Policy rollouts in MuJoCo (the C engine): the sim2sim half of the evaluation.
 
 Every physics step the joint PD runs on the policy's latest targets, with the
-G1's torque limits; the policy runs at its own period. Each run has its own
-seed, which draws the initial-state noise, the ground friction and the pushes.
+G1's torque limits, inside MuJoCo's actuators with the implicitfast integrator
+(:mod:`bcg_ros.robot.pd`); the policy runs at its own period. Each run has its
+own seed, which draws the initial-state noise, the ground friction and the
+pushes. A run whose state stops being finite, or explodes, ends there as a
+divergence, which the metrics count as a fall. The ``stand`` and ``replay``
+baselines (:class:`Baseline`) run through the same loop.
 """
 
 import copy
 import dataclasses
+import pathlib
 from dataclasses import dataclass
-from typing import Callable, List, Optional, Sequence, Tuple
+from typing import Callable, List, Optional, Sequence, Tuple, Union
 
 import mujoco
 import numpy as np
@@ -18,7 +23,7 @@ from bcg_ros import contract as ct
 from bcg_ros.eval.policy import Policy
 from bcg_ros import motion as motion_mod
 from bcg_ros.motion import Motion
-from bcg_ros.robot import g1
+from bcg_ros.robot import g1, pd
 from bcg_ros.robot.model import G1Model
 
 
@@ -85,6 +90,8 @@ class Run:
     """[T, 29] joint angles, motor order."""
     key_pos: np.ndarray
     """[T, len(g1.KEY_SITES), 3] key points, world frame."""
+    body_pos: np.ndarray
+    """[T, len(g1.TRACK_BODIES), 3] body origins, world frame (what E_track compares)."""
     command: np.ndarray
     """[T, 3] velocity command (vx, vy, wz) the policy saw."""
     penetration: np.ndarray
@@ -94,6 +101,44 @@ class Run:
     friction_scale: float
     pushes: int
     sim_dt: float
+    diverged: str = ''
+    """Why the run ended early as a divergence (a non-finite or exploding state, or a
+    non-finite action); empty when it did not. The last row is the last finite state."""
+
+
+@dataclass(frozen=True)
+class Baseline:
+    """
+    An open-loop controller judged beside a policy, on its contract's gains.
+
+    ``stand``: the PD holds the contract's default pose. ``replay``: the
+    reference joint angles of the next frame are fed to the PD, open loop.
+    """
+
+    name: str
+    contract: ct.Contract
+    motor_ids: np.ndarray
+    path: pathlib.Path
+
+    NAMES = ('stand', 'replay')
+
+    @classmethod
+    def of(cls, policy: Policy, name: str) -> 'Baseline':
+        """The baseline ``name`` with ``policy``'s contract and joints."""
+        if name not in cls.NAMES:
+            raise ValueError(f'baseline {name!r}: known {cls.NAMES}')
+        return cls(name, policy.contract, policy.motor_ids, pathlib.Path(name))
+
+    def targets(self, step: int, motion: Optional[Motion]) -> np.ndarray:
+        """Joint targets (contract order) applied during control step ``step``."""
+        if self.name == 'replay' and motion is not None:
+            frame = min(step + 1, motion.num_frames - 1)
+            return motion.joint_pos[frame][self.motor_ids]
+        return np.asarray(self.contract.default_pose, float)
+
+
+MAX_SPEED = 100.0
+"""A run whose generalised velocity exceeds this [m/s or rad/s] has diverged."""
 
 
 @dataclass(frozen=True)
@@ -128,17 +173,16 @@ class _Robot:
         # A private copy: runs change its friction, timestep and actuators.
         m = self.model = copy.deepcopy(g.model)
         self.g = g
-        # The joint PD runs inside MuJoCo (every physics step, in C) when each joint has a
-        # plain joint motor: its actuator becomes kp (target - q) - kd qd, clamped to the
-        # torque limit. Otherwise the PD runs here, once per physics step.
-        a = g.actuator_ids
-        self.native_pd = bool(np.all(a >= 0)) and bool(
-            np.all(m.actuator_trntype[a] == mujoco.mjtTrn.mjTRN_JOINT)
-            and np.allclose(m.actuator_gear[a, 0], 1.0)
-            and np.all(m.actuator_dyntype[a] == mujoco.mjtDyn.mjDYN_NONE))
+        # The joint PD runs inside MuJoCo (every physics step, in C, damping implicit) when
+        # each joint has a plain joint motor; otherwise here, as torques, at pd.PD_DT.
+        self.native_pd = pd.is_plain_motor(m, g.actuator_ids)
+        if self.native_pd:
+            pd.use_pd_actuators(m, g.actuator_ids, np.asarray(g1.TORQUE_LIMIT, float))
         self.key_bodies = np.array([mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_BODY, b)
                                     for _, b, _ in g1.KEY_POINTS])
         self.key_offsets = np.array([p for _, _, p in g1.KEY_POINTS])
+        self.track_bodies = np.array([mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_BODY, b)
+                                      for b in g1.TRACK_BODIES])
         self.foot_pos_bodies = np.array([mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_BODY, b)
                                          for b, _ in g1.FOOT_SPHERES])
         self.foot_pos_offsets = np.array([p for _, p in g1.FOOT_SPHERES])
@@ -157,21 +201,6 @@ class _Robot:
         for k, gid in enumerate(self.sphere_geom):
             if gid >= 0:
                 self.sphere_of_geom[gid] = k
-
-    def set_gains(self, kp: np.ndarray, kd: np.ndarray, tau_lim: np.ndarray):
-        """Turn the joint motors into PD actuators with these gains (motor order)."""
-        m, a = self.model, self.g.actuator_ids
-        m.actuator_gaintype[a] = mujoco.mjtGain.mjGAIN_FIXED
-        m.actuator_gainprm[a, :] = 0.0
-        m.actuator_gainprm[a, 0] = kp
-        m.actuator_biastype[a] = mujoco.mjtBias.mjBIAS_AFFINE
-        m.actuator_biasprm[a, :] = 0.0
-        m.actuator_biasprm[a, 1] = -kp
-        m.actuator_biasprm[a, 2] = -kd
-        m.actuator_ctrllimited[a] = 0
-        m.actuator_forcelimited[a] = 1
-        m.actuator_forcerange[a, 0] = -tau_lim
-        m.actuator_forcerange[a, 1] = tau_lim
 
     def key_pos(self, d: mujoco.MjData) -> np.ndarray:
         r = d.xmat[self.key_bodies].reshape(-1, 3, 3)
@@ -202,17 +231,31 @@ def reference_obs(contract: ct.Contract, motion: Motion, motor_ids: np.ndarray,
                      root_quat=motion.root_quat[idx], root_height=motion.root_pos[idx, 2])
 
 
-def run_once(policy: Policy, g: G1Model, seed: int, config: RolloutConfig = RolloutConfig(),
-             motion: Optional[Motion] = None, command: Sequence[float] = (0.0, 0.0, 0.0),
+def _divergence(m: mujoco.MjModel, d: mujoco.MjData, bad_qacc: int) -> str:
+    """Why the state is no longer a simulation ('' when it still is)."""
+    if d.warning[mujoco.mjtWarning.mjWARN_BADQACC].number > bad_qacc:
+        return f'MuJoCo reset a non-finite acceleration at t = {d.time:.3f} s'
+    if not (np.all(np.isfinite(d.qpos)) and np.all(np.isfinite(d.qvel))):
+        return f'non-finite state at t = {d.time:.3f} s'
+    if np.max(np.abs(d.qvel)) > MAX_SPEED:
+        return f'speed {np.max(np.abs(d.qvel)):.3g} above {MAX_SPEED:g} at t = {d.time:.3f} s'
+    return ''
+
+
+def run_once(policy: Union[Policy, Baseline], g: G1Model, seed: int,
+             config: RolloutConfig = RolloutConfig(), motion: Optional[Motion] = None,
+             command: Sequence[float] = (0.0, 0.0, 0.0),
              on_step: Optional[Callable[[StepView], None]] = None, run_index: int = 0,
              robot: Optional[_Robot] = None) -> Run:
-    """One rollout of ``policy`` on model ``g``, from ``motion``'s first frame or standing."""
+    """One rollout of ``policy`` (or a baseline) on ``g``, from ``motion``'s first frame or standing."""
     c = policy.contract
     robot = robot or _Robot(g)
     m = robot.model
     rng = np.random.default_rng(seed)
     base_dt, base_friction = m.opt.timestep, m.geom_friction[:, 0].copy()
-    dt, n_sub = physics_dt(c.control_dt, base_dt, config.sim_dt)
+    native = robot.native_pd and not config.python_pd
+    sim_dt = config.sim_dt if config.sim_dt > 0 else base_dt
+    dt, n_sub = physics_dt(c.control_dt, base_dt, sim_dt if native else min(sim_dt, pd.PD_DT))
     if motion is not None:
         motion = motion_mod.resample(motion, 1.0 / c.control_dt)
         n_steps = motion.num_frames - 1
@@ -229,10 +272,11 @@ def run_once(policy: Policy, g: G1Model, seed: int, config: RolloutConfig = Roll
     q_target = np.asarray(g1.DEFAULT_POSE, float)
     q_target[ids] = c.default_pose
     tau_lim = np.asarray(g1.TORQUE_LIMIT, float)
-    native = robot.native_pd and not config.python_pd
-    if native:
-        robot.set_gains(kp, kd, tau_lim)
+    if robot.native_pd and not native:
+        # The PD runs here: the actuators stay at zero force.
+        pd.set_pd(m, d, g.actuator_ids, 0.0 * kp, 0.0 * kd, 0.0 * q_target)
     cmd = np.asarray(command, float)
+    baseline = isinstance(policy, Baseline)
 
     friction = float(rng.uniform(*config.friction_range))
     try:
@@ -254,28 +298,35 @@ def run_once(policy: Policy, g: G1Model, seed: int, config: RolloutConfig = Roll
         push_every = (int(round(config.push_interval / c.control_dt))
                       if config.push_interval > 0 else 0)
         rows = {k: [] for k in ('time', 'frame', 'root_pos', 'root_quat', 'root_lin_vel',
-                                'root_ang_vel', 'joint_pos', 'key_pos', 'command',
+                                'root_ang_vel', 'joint_pos', 'key_pos', 'body_pos', 'command',
                                 'foot_contacts')}
-        depths, history, pushes = [], None, 0
+        depths, history, pushes, diverged = [], None, 0, ''
         last_action = np.zeros(c.num_joints)
         for step in range(n_steps):
-            obs = ct.RobotObs(quat=d.qpos[3:7].copy(), gyro=d.qvel[3:6].copy(),
-                              joint_pos=d.qpos[qadr][ids], joint_vel=d.qvel[vadr][ids],
-                              last_action=last_action, command=cmd)
-            ref = (reference_obs(c, motion, ids, step)
-                   if motion is not None and c.uses_reference else None)
-            frame = ct.observation_frame(c, obs, ref)
-            history = (ct.init_history(c, frame) if history is None
-                       else ct.push_history(history, frame))
-            action = policy.act(ct.flatten(history))
-            last_action = action.astype(float)
-            q_target[ids] = c.action_to_targets(last_action)
+            if baseline:
+                q_target[ids] = policy.targets(step, motion)
+            else:
+                obs = ct.RobotObs(quat=d.qpos[3:7].copy(), gyro=d.qvel[3:6].copy(),
+                                  joint_pos=d.qpos[qadr][ids], joint_vel=d.qvel[vadr][ids],
+                                  last_action=last_action, command=cmd)
+                ref = (reference_obs(c, motion, ids, step)
+                       if motion is not None and c.uses_reference else None)
+                frame = ct.observation_frame(c, obs, ref)
+                history = (ct.init_history(c, frame) if history is None
+                           else ct.push_history(history, frame))
+                action = policy.act(ct.flatten(history))
+                if not np.all(np.isfinite(action)):
+                    diverged = f'non-finite policy output at t = {d.time:.3f} s'
+                    break
+                last_action = action.astype(float)
+                q_target[ids] = c.action_to_targets(last_action)
             if push_every and step > 0 and step % push_every == 0:
                 ang = rng.uniform(0.0, 2.0 * np.pi)
                 d.qvel[:2] += config.push_velocity * np.array([np.cos(ang), np.sin(ang)])
                 pushes += 1
+            bad_qacc = d.warning[mujoco.mjtWarning.mjWARN_BADQACC].number
             if native:
-                d.ctrl[g.actuator_ids] = q_target
+                pd.set_pd(m, d, g.actuator_ids, kp, kd, q_target)
                 mujoco.mj_step(m, d, n_sub)
                 # Contacts of the last physics step: the depth is sampled once per policy
                 # step, an unbiased sample of its time average.
@@ -285,17 +336,16 @@ def run_once(policy: Policy, g: G1Model, seed: int, config: RolloutConfig = Roll
             else:
                 touching = np.zeros(len(g1.FOOT_SPHERES), bool)
                 for _ in range(n_sub):
-                    tau = np.clip(kp * (q_target - d.qpos[qadr]) - kd * d.qvel[vadr],
-                                  -tau_lim, tau_lim)
-                    if robot.native_pd:
-                        d.ctrl[g.actuator_ids] = tau
-                    else:
-                        d.qfrc_applied[vadr] = tau
+                    d.qfrc_applied[vadr] = np.clip(
+                        kp * (q_target - d.qpos[qadr]) - kd * d.qvel[vadr], -tau_lim, tau_lim)
                     mujoco.mj_step(m, d)
                     depth, touch = robot.foot_contacts(d)
                     if depth.size:
                         depths.append(depth)
                     touching |= touch
+            diverged = _divergence(m, d, bad_qacc)
+            if diverged:
+                break
             # mj_step leaves xpos at the start of its step: bring kinematics to the final state.
             mujoco.mj_kinematics(m, d)
             key = robot.key_pos(d)
@@ -307,6 +357,7 @@ def run_once(policy: Policy, g: G1Model, seed: int, config: RolloutConfig = Roll
             rows['root_ang_vel'].append(d.qvel[3:6].copy())
             rows['joint_pos'].append(d.qpos[qadr].copy())
             rows['key_pos'].append(key)
+            rows['body_pos'].append(d.xpos[robot.track_bodies].copy())
             rows['command'].append(cmd)
             rows['foot_contacts'].append(touching)
             if on_step is not None:
@@ -317,12 +368,19 @@ def run_once(policy: Policy, g: G1Model, seed: int, config: RolloutConfig = Roll
     finally:
         m.opt.timestep = base_dt
         m.geom_friction[:, 0] = base_friction
-    arr = {k: np.asarray(v) for k, v in rows.items()}
+    shapes = {'root_pos': (0, 3), 'root_quat': (0, 4), 'root_lin_vel': (0, 3),
+              'root_ang_vel': (0, 3), 'joint_pos': (0, g1.NUM_JOINTS),
+              'key_pos': (0, len(g1.KEY_SITES), 3), 'body_pos': (0, len(g1.TRACK_BODIES), 3),
+              'command': (0, 3), 'foot_contacts': (0, len(g1.FOOT_SPHERES))}
+    arr = {k: np.asarray(v) if v else np.zeros(shapes.get(k, (0,)),
+                                                bool if k == 'foot_contacts' else float)
+           for k, v in rows.items()}
+    arr['frame'] = arr['frame'].astype(int)
     return Run(seed=seed, penetration=np.concatenate(depths) if depths else np.zeros(0),
-               friction_scale=friction, pushes=pushes, sim_dt=dt, **arr)
+               friction_scale=friction, pushes=pushes, sim_dt=dt, diverged=diverged, **arr)
 
 
-def run_all(policy: Policy, g: G1Model, runs: int = 5,
+def run_all(policy: Union[Policy, Baseline], g: G1Model, runs: int = 5,
             config: RolloutConfig = RolloutConfig(), motion: Optional[Motion] = None,
             command: Sequence[float] = (0.0, 0.0, 0.0),
             on_step: Optional[Callable[[StepView], None]] = None,

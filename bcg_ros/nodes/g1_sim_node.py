@@ -4,7 +4,8 @@ g1_sim_node: a MuJoCo G1 on the robot's own topics, /lowcmd in and /lowstate out
 It behaves like the G1's motor layer: a LowCmd with a wrong crc is ignored;
 the latest valid command's PD law ``tau + kp (q - q_now) + kd (dq - dq_now)``
 is applied every physics step (1 kHz by default) for each motor whose mode is
-enabled, clipped to the motor's torque limit. LowState goes out at 500 Hz with
+enabled, clipped to the motor's torque limit, inside MuJoCo's actuators with
+the implicitfast integrator (:mod:`bcg_ros.robot.pd`), as the evaluator does. LowState goes out at 500 Hz with
 tick in milliseconds of simulated time, mode_machine 5, the IMU from the
 model's imu_quat/imu_gyro/imu_acc sensors (optional Gaussian noise) and
 wireless_remote from ``~/wireless_remote`` (std_msgs/UInt8MultiArray, 40
@@ -45,7 +46,7 @@ from std_msgs.msg import UInt8MultiArray, UInt32
 from std_srvs.srv import SetBool, Trigger
 
 from bcg_ros.nodes import params
-from bcg_ros.robot import crc, g1, lowlevel, model as model_mod
+from bcg_ros.robot import crc, g1, lowlevel, model as model_mod, pd
 
 
 @dataclass(frozen=True)
@@ -115,6 +116,8 @@ class G1Sim:
         self.robot = model_mod.load(cfg.model_path or None)
         self.model = self.robot.model
         self.model.opt.timestep = cfg.sim_dt
+        # The motor PD inside MuJoCo's actuators, damping integrated implicitly.
+        pd.use_pd_actuators(self.model, self.robot.actuator_ids, np.asarray(g1.TORQUE_LIMIT))
         self.data = mujoco.MjData(self.model)
         self.rng = np.random.default_rng(cfg.seed)
         self.tau_limit = np.asarray(g1.TORQUE_LIMIT)
@@ -145,18 +148,19 @@ class G1Sim:
     def step(self):
         """One physics step under the latest command (zero torque before the first)."""
         d, r = self.data, self.robot
-        q, dq = d.qpos[r.qpos_adr], d.qvel[r.qvel_adr]
         c = self.command
+        zero = np.zeros(g1.NUM_JOINTS)
         if c is None:
-            tau = np.zeros(g1.NUM_JOINTS)
+            pd.set_pd(self.model, d, r.actuator_ids, zero, zero, zero)
         else:
             j = slice(0, g1.NUM_JOINTS)
-            tau = c.tau[j] + c.kp[j] * (c.q[j] - q) + c.kd[j] * (c.dq[j] - dq)
-            tau = np.where(c.mode[j] & lowlevel.MOTOR_ENABLE, tau, 0.0)
-        self.tau = np.clip(tau, -self.tau_limit, self.tau_limit)
-        d.ctrl[r.actuator_ids] = self.tau
+            on = (c.mode[j] & lowlevel.MOTOR_ENABLE) != 0
+            pd.set_pd(self.model, d, r.actuator_ids, np.where(on, c.kp[j], 0.0),
+                      np.where(on, c.kd[j], 0.0), np.where(on, c.q[j], 0.0),
+                      np.where(on, c.dq[j], 0.0), np.where(on, c.tau[j], 0.0))
         d.xfrc_applied[r.root_body] = self._band_wrench() if self.band else 0.0
         mujoco.mj_step(self.model, d)
+        self.tau = d.actuator_force[r.actuator_ids].copy()
 
     def _band_wrench(self):
         d = self.data

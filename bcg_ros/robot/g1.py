@@ -252,6 +252,9 @@ head point is the centre of the head shell, rigid on torso_link.
 """
 KEY_SITES: Tuple[str, ...] = tuple(k[0] for k in KEY_POINTS)
 
+TRACK_BODIES: Tuple[str, ...] = tuple(b.name for b in BODIES)
+"""Bodies whose origins E_track averages over: all of the G1's, in BODIES order."""
+
 FOOT_BODIES: Tuple[str, str] = ('left_ankle_roll_link', 'right_ankle_roll_link')
 FOOT_SPHERE_RADIUS = 0.005
 FOOT_SPHERES: Tuple[Tuple[str, Vec3], ...] = tuple(
