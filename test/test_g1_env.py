@@ -113,3 +113,23 @@ def test_diverged_state_terminates_only_that_env(env, bad):
     assert e[1] == pytest.approx(100.0 * env.config.max_track_error)
     assert np.isfinite(e[0]) and e[0] < 100.0 * env.config.max_track_error
     assert m['track_reward'][1] == 0.0 and 0.0 < m['track_reward'][0] <= 1.0
+
+
+def test_e_track_is_the_evaluators_all_body_error(env):
+    import mujoco
+
+    from bcg_ros import motion as motion_mod
+    from bcg_ros.robot import g1
+    st = env.jit_reset(jax.random.PRNGKey(6))
+    st2, out = env.jit_step(st, 0.3 * jnp.ones((2, env.action_size)), jax.random.PRNGKey(7))
+    assert not np.asarray(out.done).any()
+    m = env.robot.model
+    d = mujoco.MjData(m)
+    ref = motion_mod.body_positions(env.motion, env.robot)
+    ids = [m.body(n).id for n in g1.TRACK_BODIES]
+    for i in range(2):
+        d.qpos[:] = np.asarray(st2.bcg.sim.qpos[i])
+        mujoco.mj_kinematics(m, d)
+        want = 100.0 * motion_mod.tracking_error(d.xpos[ids], ref[int(st2.frame[i])])
+        assert float(out.info['e_track'][i]) == pytest.approx(want, abs=0.01)
+        assert want > 0.1   # the step moved the robot off the reference

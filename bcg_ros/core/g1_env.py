@@ -164,6 +164,8 @@ class G1Env:
         self.ref_root_quat = jnp.asarray(m.root_quat, dt)
         self.ref_root_pos = jnp.asarray(m.root_pos, dt)
         self.ref_key = jnp.asarray(m.key_pos, dt)
+        self.ref_body = jnp.asarray(motion_mod.body_positions(m, self.robot), dt)
+        self.track_ids = np.array([self.robot.model.body(n).id for n in g1.TRACK_BODIES])
         self.ref_features = jnp.asarray(motion_mod.motion_features(m), dt)
         self.num_frames = m.num_frames
         if self.num_frames <= ct.REF_FUTURE + 2:
@@ -327,9 +329,12 @@ class G1Env:
         pen_mm = 1e3 * jnp.sum(jnp.where(pen, depth, 0.0), -1) / jnp.maximum(
             jnp.sum(pen, -1), 1)
         err = jax.lax.stop_gradient(key_err)
+        # E_track as the evaluator defines it: all bodies, not the reward's key points.
+        body_err = jax.lax.stop_gradient(motion_mod.tracking_error(
+            binfo.step.body_pos[:, self.track_ids], self.ref_body[frame], xp=jnp))
         # A diverged env's error is garbage (1e12 m or NaN) and would swamp the batch mean:
         # it counts at the termination bound, and in diverged_rate.
-        e_track = 100.0 * jnp.where(diverged, c.max_track_error, err)
+        e_track = 100.0 * jnp.where(diverged, c.max_track_error, body_err)
         info = {'terminated': terminated, 'truncated': truncated, 'terminal_obs': terminal_obs,
                 'add_delta': delta, 'e_track': e_track,
                 'bundle': binfo.bundled.astype(qpos.dtype),

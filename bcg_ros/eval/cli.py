@@ -47,6 +47,10 @@ def _common(p: argparse.ArgumentParser):
     p.add_argument('--sim-dt', type=float, default=RolloutConfig.sim_dt,
                    help='physics step [s] (default: the training simulator\'s 0.005; '
                         '0: the model file\'s own)')
+    p.add_argument('--sim', choices=('mujoco', 'both'), default='mujoco',
+                   help="'both': also roll the policy out in the training simulator (JAX) over "
+                        'the whole clip from frame 0, randomisation off, side by side in the '
+                        'report (compiles the G1 step once: minutes on a CPU)')
     p.add_argument('--baselines', nargs='*', default=list(Baseline.NAMES),
                    choices=list(Baseline.NAMES),
                    help='open-loop baselines judged beside the policy on the same model and '
@@ -59,6 +63,10 @@ def _rollout(args) -> RolloutConfig:
     return RolloutConfig(duration=args.duration, push_interval=args.push_interval,
                          push_velocity=args.push_velocity, stop_on_fall=args.stop_on_fall,
                          sim_dt=args.sim_dt, seed=args.seed)
+
+
+def _sims(args) -> tuple:
+    return ('mujoco', 'jax') if args.sim == 'both' else ('mujoco',)
 
 
 def _one(argv: List[str]) -> int:
@@ -78,7 +86,8 @@ def _one(argv: List[str]) -> int:
     args = p.parse_args(argv)
     cfg = EvalConfig(policy=args.policy, deploy_yaml=args.deploy_yaml, model=args.model,
                      motion=args.motion, command=tuple(args.command), runs=args.runs,
-                     rollout=_rollout(args), baselines=tuple(args.baselines))
+                     rollout=_rollout(args), baselines=tuple(args.baselines),
+                     sims=_sims(args))
     ev = evaluate(cfg, progress=not args.quiet)
     out = pathlib.Path(args.out or pathlib.Path('eval') / pathlib.Path(args.policy).stem)
     result = report.write(ev, out, plots=not args.no_plots)
@@ -119,7 +128,7 @@ def _table(argv: List[str], which: str) -> int:
                 continue
             cfg = EvalConfig(policy=str(path), model=args.model, motion=motion,
                              runs=args.runs, rollout=_rollout(args),
-                             baselines=tuple(args.baselines))
+                             baselines=tuple(args.baselines), sims=_sims(args))
             ev = evaluate(cfg, progress=not args.quiet)
             result = report.write(ev, out / motion / folder, plots=not args.no_plots)
             cells[(motion, key)] = result['summary']

@@ -42,6 +42,10 @@ class EvalConfig:
     """onnxruntime threads."""
     rollout: RolloutConfig = field(default_factory=RolloutConfig)
     """Per-run setup: duration, noise, friction, pushes, fall height, seed."""
+    sims: Tuple[str, ...] = ('mujoco',)
+    """Simulators to judge in: 'mujoco' (always) and 'jax', the training simulator over the
+    whole clip from frame 0 without randomisation, scored by the same metrics (needs a
+    motion; the first use in a process compiles the G1 step, minutes on a CPU)."""
     baselines: Tuple[str, ...] = Baseline.NAMES
     """Open-loop baselines run on the same model, seeds and gains when there is a motion:
     'stand' (the PD holds the default pose), 'replay' (the reference joints fed to the PD)."""
@@ -52,6 +56,9 @@ class EvalConfig:
             raise ValueError(f'EvalConfig.runs must be >= 1, got {self.runs}')
         if len(self.command) != 3:
             raise ValueError(f'EvalConfig.command must be (vx, vy, wz), got {self.command}')
+        for sim in self.sims:
+            if sim not in ('mujoco', 'jax'):
+                raise ValueError(f"EvalConfig.sims: unknown {sim!r} (known: 'mujoco', 'jax')")
         for b in self.baselines:
             if b not in Baseline.NAMES:
                 raise ValueError(f'EvalConfig.baselines: unknown {b!r} (known: {Baseline.NAMES})')
@@ -72,6 +79,9 @@ class Evaluation:
     """Per baseline name: its summary, on the same model and seeds."""
     added_floor: bool = False
     """The model file had no ground plane; the evaluator added one."""
+    jax: Optional[Dict] = None
+    """The training simulator's judgement (EvalConfig.sims has 'jax'): 'summary', 'runs'
+    (per-run metrics) and 'contact_k'."""
 
     def to_dict(self) -> Dict:
         """Return the JSON form: config, provenance, per-run and summary metrics."""
@@ -83,7 +93,7 @@ class Evaluation:
                 'control_dt': self.policy.contract.control_dt,
                 'sim_dt': self.runs[0].sim_dt if self.runs else None,
                 'added_floor': self.added_floor, 'config': cfg, 'summary': self.summary,
-                'baselines': self.baselines, 'runs': self.per_run}
+                'baselines': self.baselines, 'jax': self.jax, 'runs': self.per_run}
 
 
 def resolve_motion(spec: Union[str, Motion, None], control_dt: float) -> Optional[Motion]:
@@ -107,7 +117,7 @@ def evaluate(config: EvalConfig, motion: Union[str, Motion, None] = None,
              progress: bool = False) -> Evaluation:
     """Run ``config`` (a Motion object, a loaded policy or model may be passed in)."""
     policy = policy or load_policy(config.policy, config.deploy_yaml or None, config.threads)
-    g = g or g1_model.load(config.model or None)
+    g = g or g1_model.load(config.model or None, whole_body=True)
     spec = motion if motion is not None else config.motion
     if not spec and motion is None and policy.contract.uses_reference:
         spec = policy.contract.motion_name or None   # what it was trained on
@@ -134,13 +144,22 @@ def evaluate(config: EvalConfig, motion: Union[str, Motion, None] = None,
             b_sum.pop('train_penetration_mm', None)
             b_sum.pop('delta_d_mm', None)
             baselines[name] = b_sum
+    jax_result = None
+    if 'jax' in config.sims and mot is not None:
+        from bcg_ros.eval import jax_rollout
+        j_runs = jax_rollout.run_all(policy, mot, 1, config.rollout)
+        j_per = score(j_runs)
+        j_sum = metrics.summarize(j_per, policy.train_penetration_mm)
+        j_sum.pop('delta_d_mm', None)
+        jax_result = {'summary': j_sum, 'runs': j_per,
+                      'contact_k': jax_rollout.contact_k(policy)}
     if velocity and policy.command_ranges:
         summary['command_in_training_range'] = all(
             lo - 1e-9 <= v <= hi + 1e-9 for v, (lo, hi) in
             zip(config.command, (policy.command_ranges.get(k, (-np.inf, np.inf))
                                  for k in ('lin_vel_x', 'lin_vel_y', 'ang_vel_z'))))
     return Evaluation(config, policy, str(g.path), mot, runs, per_run, summary, baselines,
-                      bool(getattr(g, 'added_floor', False)))
+                      bool(getattr(g, 'added_floor', False)), jax_result)
 
 
 def model_label(path: Union[str, pathlib.Path]) -> str:

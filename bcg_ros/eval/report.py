@@ -37,8 +37,11 @@ def markdown(result: Mapping) -> str:
     lines += ['', '| controller | falls | diverged | penetration [mm] | delta-d [mm] '
               '| E_track [cm] | anchor-rel. [cm] | joint [rad] | lin. vel. err [m/s] '
               '| yaw rate err [rad/s] |', '|---|---|---|---|---|---|---|---|---|---|']
-    rows = [('policy', s)] + [(f'baseline `{k}`', v)
-                              for k, v in (result.get('baselines') or {}).items()]
+    rows = [('policy', s)]
+    if result.get('jax'):
+        rows.append((f'policy, training simulator (JAX, k = {result["jax"]["contact_k"]:g}, '
+                     'no randomisation)', result['jax']['summary']))
+    rows += [(f'baseline `{k}`', v) for k, v in (result.get('baselines') or {}).items()]
     for label, v in rows:
         lines.append(f'| {label} | {v["falls"]}/{v["runs"]} | {v.get("diverged", 0)} '
                      f'| {_fmt(v.get("penetration_mm"))} | {_fmt(v.get("delta_d_mm"))} '

@@ -137,6 +137,59 @@ class Baseline:
         return np.asarray(self.contract.default_pose, float)
 
 
+class Controller:
+    """
+    What acts each control step, a policy or a baseline, with its observation history.
+
+    :meth:`targets` turns one measurement into the joint targets of the
+    policy's joints (contract order), or None when the policy's output is not
+    finite. MuJoCo's rollout and the training simulator's share it.
+    """
+
+    def __init__(self, policy: Union[Policy, Baseline], motion: Optional[Motion],
+                 command: Sequence[float] = (0.0, 0.0, 0.0)):
+        """Start with no history and a zero last action."""
+        self.policy, self.motion = policy, motion
+        self.command = np.asarray(command, float)
+        self.history = None
+        self.last_action = np.zeros(policy.contract.num_joints)
+
+    def targets(self, step: int, quat: np.ndarray, gyro: np.ndarray, joint_pos: np.ndarray,
+                joint_vel: np.ndarray) -> Optional[np.ndarray]:
+        """Joint targets for control step ``step`` (joint arrays of the policy's joints)."""
+        p, c = self.policy, self.policy.contract
+        if isinstance(p, Baseline):
+            return p.targets(step, self.motion)
+        obs = ct.RobotObs(quat=quat, gyro=gyro, joint_pos=joint_pos, joint_vel=joint_vel,
+                          last_action=self.last_action, command=self.command)
+        ref = (reference_obs(c, self.motion, p.motor_ids, step)
+               if self.motion is not None and c.uses_reference else None)
+        frame = ct.observation_frame(c, obs, ref)
+        self.history = (ct.init_history(c, frame) if self.history is None
+                        else ct.push_history(self.history, frame))
+        action = p.act(ct.flatten(self.history))
+        if not np.all(np.isfinite(action)):
+            return None
+        self.last_action = action.astype(float)
+        return c.action_to_targets(self.last_action)
+
+
+ROW_SHAPES = {'time': (), 'frame': (), 'root_pos': (3,), 'root_quat': (4,),
+              'root_lin_vel': (3,), 'root_ang_vel': (3,), 'joint_pos': (g1.NUM_JOINTS,),
+              'key_pos': (len(g1.KEY_SITES), 3), 'body_pos': (len(g1.TRACK_BODIES), 3),
+              'command': (3,), 'foot_contacts': (len(g1.FOOT_SPHERES),)}
+"""Per-row shape of each recorded array of a :class:`Run`."""
+
+
+def make_run(rows: dict, depths: List[np.ndarray], **fields) -> Run:
+    """A :class:`Run` from per-step rows (lists keyed as ROW_SHAPES; empty lists allowed)."""
+    arr = {k: np.asarray(v) if len(v) else np.zeros((0,) + ROW_SHAPES[k])
+           for k, v in rows.items()}
+    arr['frame'] = arr['frame'].astype(int)
+    arr['foot_contacts'] = arr['foot_contacts'].astype(bool)
+    return Run(penetration=np.concatenate(depths) if depths else np.zeros(0), **arr, **fields)
+
+
 MAX_SPEED = 100.0
 """A run whose generalised velocity exceeds this [m/s or rad/s] has diverged."""
 
@@ -247,7 +300,7 @@ def run_once(policy: Union[Policy, Baseline], g: G1Model, seed: int,
              command: Sequence[float] = (0.0, 0.0, 0.0),
              on_step: Optional[Callable[[StepView], None]] = None, run_index: int = 0,
              robot: Optional[_Robot] = None) -> Run:
-    """One rollout of ``policy`` (or a baseline) on ``g``, from ``motion``'s first frame or standing."""
+    """One rollout of ``policy`` or a baseline on ``g``: from ``motion``'s frame 0, or standing."""
     c = policy.contract
     robot = robot or _Robot(g)
     m = robot.model
@@ -276,7 +329,6 @@ def run_once(policy: Union[Policy, Baseline], g: G1Model, seed: int,
         # The PD runs here: the actuators stay at zero force.
         pd.set_pd(m, d, g.actuator_ids, 0.0 * kp, 0.0 * kd, 0.0 * q_target)
     cmd = np.asarray(command, float)
-    baseline = isinstance(policy, Baseline)
 
     friction = float(rng.uniform(*config.friction_range))
     try:
@@ -297,29 +349,16 @@ def run_once(policy: Union[Policy, Baseline], g: G1Model, seed: int,
 
         push_every = (int(round(config.push_interval / c.control_dt))
                       if config.push_interval > 0 else 0)
-        rows = {k: [] for k in ('time', 'frame', 'root_pos', 'root_quat', 'root_lin_vel',
-                                'root_ang_vel', 'joint_pos', 'key_pos', 'body_pos', 'command',
-                                'foot_contacts')}
-        depths, history, pushes, diverged = [], None, 0, ''
-        last_action = np.zeros(c.num_joints)
+        rows = {k: [] for k in ROW_SHAPES}
+        depths, pushes, diverged = [], 0, ''
+        actor = Controller(policy, motion, cmd)
         for step in range(n_steps):
-            if baseline:
-                q_target[ids] = policy.targets(step, motion)
-            else:
-                obs = ct.RobotObs(quat=d.qpos[3:7].copy(), gyro=d.qvel[3:6].copy(),
-                                  joint_pos=d.qpos[qadr][ids], joint_vel=d.qvel[vadr][ids],
-                                  last_action=last_action, command=cmd)
-                ref = (reference_obs(c, motion, ids, step)
-                       if motion is not None and c.uses_reference else None)
-                frame = ct.observation_frame(c, obs, ref)
-                history = (ct.init_history(c, frame) if history is None
-                           else ct.push_history(history, frame))
-                action = policy.act(ct.flatten(history))
-                if not np.all(np.isfinite(action)):
-                    diverged = f'non-finite policy output at t = {d.time:.3f} s'
-                    break
-                last_action = action.astype(float)
-                q_target[ids] = c.action_to_targets(last_action)
+            q_pol = actor.targets(step, d.qpos[3:7].copy(), d.qvel[3:6].copy(),
+                                  d.qpos[qadr][ids], d.qvel[vadr][ids])
+            if q_pol is None:
+                diverged = f'non-finite policy output at t = {d.time:.3f} s'
+                break
+            q_target[ids] = q_pol
             if push_every and step > 0 and step % push_every == 0:
                 ang = rng.uniform(0.0, 2.0 * np.pi)
                 d.qvel[:2] += config.push_velocity * np.array([np.cos(ang), np.sin(ang)])
@@ -368,16 +407,8 @@ def run_once(policy: Union[Policy, Baseline], g: G1Model, seed: int,
     finally:
         m.opt.timestep = base_dt
         m.geom_friction[:, 0] = base_friction
-    shapes = {'root_pos': (0, 3), 'root_quat': (0, 4), 'root_lin_vel': (0, 3),
-              'root_ang_vel': (0, 3), 'joint_pos': (0, g1.NUM_JOINTS),
-              'key_pos': (0, len(g1.KEY_SITES), 3), 'body_pos': (0, len(g1.TRACK_BODIES), 3),
-              'command': (0, 3), 'foot_contacts': (0, len(g1.FOOT_SPHERES))}
-    arr = {k: np.asarray(v) if v else np.zeros(shapes.get(k, (0,)),
-                                                bool if k == 'foot_contacts' else float)
-           for k, v in rows.items()}
-    arr['frame'] = arr['frame'].astype(int)
-    return Run(seed=seed, penetration=np.concatenate(depths) if depths else np.zeros(0),
-               friction_scale=friction, pushes=pushes, sim_dt=dt, diverged=diverged, **arr)
+    return make_run(rows, depths, seed=seed, friction_scale=friction, pushes=pushes, sim_dt=dt,
+                    diverged=diverged)
 
 
 def run_all(policy: Union[Policy, Baseline], g: G1Model, runs: int = 5,
