@@ -207,6 +207,12 @@ class StepView:
     foot_contacts: np.ndarray
     foot_pos: np.ndarray
     """[8, 3] foot sphere centres, world frame."""
+    model: Optional[mujoco.MjModel] = None
+    """The live MuJoCo model and data (contacts and forces of the step's last physics
+    step), valid only during the callback: read, never step or keep them."""
+    data: Optional[mujoco.MjData] = None
+    frame: int = -1
+    """Reference frame this step is compared with (-1 without a motion)."""
 
 
 def physics_dt(control_dt: float, model_dt: float, sim_dt: float) -> Tuple[float, int]:
@@ -401,7 +407,8 @@ def run_once(policy: Union[Policy, Baseline], g: G1Model, seed: int,
             rows['foot_contacts'].append(touching)
             if on_step is not None:
                 on_step(StepView(run_index, step, (step + 1) * c.control_dt, d.qpos.copy(),
-                                 d.qpos[qadr].copy(), touching, robot.foot_pos(d)))
+                                 d.qpos[qadr].copy(), touching, robot.foot_pos(d), m, d,
+                                 rows['frame'][-1]))
             if config.stop_on_fall and d.qpos[2] < config.fall_height:
                 break
     finally:
