@@ -113,7 +113,7 @@ class G1Sim:
     def __init__(self, cfg: G1SimConfig):
         """Load the model, put the robot in its standing pose."""
         self.cfg = cfg
-        self.robot = model_mod.load(cfg.model_path or None)
+        self.robot = model_mod.load(cfg.model_path or None, whole_body=True)
         self.model = self.robot.model
         self.model.opt.timestep = cfg.sim_dt
         # The motor PD inside MuJoCo's actuators, damping integrated implicitly.

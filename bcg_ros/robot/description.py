@@ -4,8 +4,12 @@ Generate the G1 MJCF and URDF from :mod:`bcg_ros.robot.g1`.
 The MJCF (``bcg_ros/models/g1_29dof.xml``) is the model the trainer and the
 evaluator load by default: the official kinematics and inertias, collision
 only through the eight foot spheres against a ground plane, and simple
-primitive visuals so it loads anywhere without meshes. The URDF
-(``urdf/g1_29dof.urdf``) is the same tree for robot_state_publisher and rviz.
+primitive visuals so it loads anywhere without meshes. It also carries the
+whole-body collision shapes of ``g1.COLLISION`` (geoms ``<body>_collision`` in
+group 3), switched off: ``model.load(whole_body=True)`` turns them on for the
+MuJoCo judge, while training and MJX keep colliding through the spheres alone.
+The URDF (``urdf/g1_29dof.urdf``) is the same tree for robot_state_publisher
+and rviz, with the same shapes as its collision elements.
 
 Both files are committed; ``python -m bcg_ros.robot.description`` rewrites
 them and ``--check`` fails when they are stale.
@@ -123,6 +127,11 @@ def _mjcf_body(b: g1.Body, kids: Dict[str, List[g1.Body]], depth: int) -> List[s
     for i, (foot, pos) in enumerate(s for s in g1.FOOT_SPHERES if s[0] == b.name):
         side = foot.split('_')[0]
         out.append(f'{pad}  <geom name="{side}_foot_{i}" class="foot_sphere" pos="{_v(pos)}"/>')
+    for c in g1.COLLISION:
+        if c.body == b.name:
+            quat = f' quat="{_v(c.quat)}"' if c.quat != (1.0, 0.0, 0.0, 0.0) else ''
+            out.append(f'{pad}  <geom name="{c.name}" class="collision" type="{c.kind}" '
+                       f'pos="{_v(c.pos)}"{quat} size="{_v(c.size)}"/>')
     for name, link, pos in g1.KEY_POINTS:
         if link == b.name:
             out.append(f'{pad}  <site name="{name}" pos="{_v(pos)}" size="0.01"/>')
@@ -149,6 +158,10 @@ def mjcf_string(stand_height: float = None) -> str:
         '    <default class="foot_sphere">',
         f'      <geom type="sphere" size="{_f(r)}" contype="0" conaffinity="1" group="3" '
         'friction="1 0.005 0.0001" rgba="0.9 0.2 0.2 1"/>',
+        '    </default>',
+        '    <default class="collision">',
+        '      <geom contype="0" conaffinity="0" group="3" solref="0.01 1" '
+        'rgba="0.2 0.5 0.9 0.4"/>',
         '    </default>',
         '  </default>',
         '  <asset>',
@@ -191,7 +204,8 @@ def _standing_height() -> float:
     data = mujoco.MjData(model)
     data.qpos[:] = model.key_qpos[0]
     mujoco.mj_kinematics(model, data)
-    spheres = [i for i in range(model.ngeom) if model.geom_group[i] == 3]
+    spheres = [i for i in range(model.ngeom)
+               if '_foot_' in (mujoco.mj_id2name(model, mujoco.mjtObj.mjOBJ_GEOM, i) or '')]
     lowest = min(data.geom_xpos[i][2] - model.geom_size[i][0] for i in spheres)
     return round(float(data.qpos[2] - lowest), 6)
 
@@ -219,9 +233,11 @@ def urdf_string() -> str:
             lines.extend(_urdf_visual(shape))
         for foot, pos in g1.FOOT_SPHERES:
             if foot == b.name:
-                lines += ['    <collision>', f'      <origin xyz="{_v(pos)}" rpy="0 0 0"/>',
-                          f'      <geometry><sphere radius="{_f(g1.FOOT_SPHERE_RADIUS)}"/>'
-                          '</geometry>', '    </collision>']
+                lines += _urdf_collision(pos, (0.0, 0.0, 0.0),
+                                         f'<sphere radius="{_f(g1.FOOT_SPHERE_RADIUS)}"/>')
+        for c in g1.COLLISION:
+            if c.body == b.name:
+                lines += _urdf_shape(c)
         lines.append('  </link>')
         if b.joint is not None:
             j = b.joint
@@ -249,6 +265,30 @@ def urdf_string() -> str:
               '  </joint>']
     lines.append('</robot>')
     return '\n'.join(lines) + '\n'
+
+
+def _urdf_collision(xyz: Sequence[float], rpy: Sequence[float], geometry: str,
+                    name: str = '') -> List[str]:
+    tag = f'    <collision name="{name}">' if name else '    <collision>'
+    return [tag, f'      <origin xyz="{_v(xyz)}" rpy="{_v(rpy)}"/>',
+            f'      <geometry>{geometry}</geometry>', '    </collision>']
+
+
+def _urdf_shape(c: g1.CollisionShape) -> List[str]:
+    """A whole-body shape as URDF collisions (a capsule: a cylinder and two end spheres)."""
+    rpy = quat_to_rpy(c.quat)
+    if c.kind == 'box':
+        return _urdf_collision(c.pos, rpy, f'<box size="{_v([2 * s for s in c.size])}"/>',
+                               c.name)
+    if c.kind == 'sphere':
+        return _urdf_collision(c.pos, rpy, f'<sphere radius="{_f(c.size[0])}"/>', c.name)
+    radius, half = c.size
+    axis = _quat_to_matrix(c.quat)[:, 2] * half
+    ball = f'<sphere radius="{_f(radius)}"/>'
+    return (_urdf_collision(c.pos, rpy, f'<cylinder radius="{_f(radius)}" '
+                            f'length="{_f(2 * half)}"/>', c.name)
+            + _urdf_collision(np.asarray(c.pos) + axis, (0.0, 0.0, 0.0), ball)
+            + _urdf_collision(np.asarray(c.pos) - axis, (0.0, 0.0, 0.0), ball))
 
 
 def _urdf_visual(shape) -> List[str]:

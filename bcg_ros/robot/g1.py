@@ -263,6 +263,110 @@ FOOT_SPHERES: Tuple[Tuple[str, Vec3], ...] = tuple(
                 (0.12, 0.03, -0.03), (0.12, -0.03, -0.03)))
 """Eight foot contact spheres, four per foot: (ankle-roll link, centre in its frame)."""
 
+
+@dataclass(frozen=True)
+class CollisionShape:
+    """
+    A primitive that stands in for a link's meshes when the whole body collides.
+
+    ``size`` follows MuJoCo: a capsule is (radius, half-length) along its local
+    z axis, a box its three half-extents, a sphere (radius,).
+    """
+
+    body: str
+    kind: str
+    """'capsule', 'box' or 'sphere'."""
+    pos: Vec3
+    """Centre in the body frame."""
+    quat: Quat
+    """Orientation in the body frame (w, x, y, z)."""
+    size: Tuple[float, ...]
+    part: str = ''
+    """Tells apart several shapes on one body (the torso's halves and its head)."""
+
+    @property
+    def name(self) -> str:
+        """Geom name in the MJCF: ``<body>_collision`` or ``<body>_<part>_collision``."""
+        return f'{self.body}_{self.part}_collision' if self.part else f'{self.body}_collision'
+
+
+COLLISION: Tuple[CollisionShape, ...] = (
+    CollisionShape('pelvis', 'box', (0.0017, 0.0, -0.0748),
+                   (1.0, 0.0, 0.0, 0.0), (0.0598, 0.0678, 0.0773)),
+    CollisionShape('left_hip_pitch_link', 'capsule', (0.0015, 0.049, -0.0113),
+                   (1.0, 0.0, 0.0, 0.0), (0.058, 0.0215)),
+    CollisionShape('left_hip_roll_link', 'capsule', (0.028, -0.0001, -0.0667),
+                   (1.0, 0.0, 0.0, 0.0), (0.0578, 0.0567)),
+    CollisionShape('left_hip_yaw_link', 'capsule', (-0.0374, -0.0003, -0.0989),
+                   (0.156897, 0.725727, -0.646332, -0.17595), (0.061, 0.0835)),
+    CollisionShape('left_knee_link', 'capsule', (0.0091, 0.0006, -0.1298),
+                   (1.0, 0.0, 0.0, 0.0), (0.0565, 0.134)),
+    CollisionShape('left_ankle_pitch_link', 'box', (-0.0065, 0.0001, -0.0058),
+                   (1.0, 0.0, 0.0, 0.0), (0.018, 0.0065, 0.0187)),
+    CollisionShape('left_ankle_roll_link', 'box', (0.035, 0.0, -0.0032),
+                   (1.0, 0.0, 0.0, 0.0), (0.085, 0.03, 0.0268)),
+    CollisionShape('right_hip_pitch_link', 'capsule', (0.0015, -0.049, -0.0113),
+                   (1.0, 0.0, 0.0, 0.0), (0.058, 0.0215)),
+    CollisionShape('right_hip_roll_link', 'capsule', (0.028, 0.0001, -0.0667),
+                   (1.0, 0.0, 0.0, 0.0), (0.0578, 0.0567)),
+    CollisionShape('right_hip_yaw_link', 'capsule', (-0.0374, 0.0003, -0.0989),
+                   (0.156897, -0.725727, -0.646332, 0.17595), (0.061, 0.0835)),
+    CollisionShape('right_knee_link', 'capsule', (0.0091, -0.0006, -0.1298),
+                   (1.0, 0.0, 0.0, 0.0), (0.0565, 0.134)),
+    CollisionShape('right_ankle_pitch_link', 'box', (-0.0065, -0.0001, -0.0058),
+                   (1.0, 0.0, 0.0, 0.0), (0.018, 0.0065, 0.0187)),
+    CollisionShape('right_ankle_roll_link', 'box', (0.035, 0.0, -0.0032),
+                   (1.0, 0.0, 0.0, 0.0), (0.085, 0.03, 0.0268)),
+    CollisionShape('waist_yaw_link', 'box', (-0.0001, 0.0, 0.0234),
+                   (1.0, 0.0, 0.0, 0.0), (0.0424, 0.0425, 0.023)),
+    CollisionShape('waist_roll_link', 'box', (0.0, 0.0, 0.0095),
+                   (1.0, 0.0, 0.0, 0.0), (0.01, 0.011, 0.0195)),
+    CollisionShape('torso_link', 'capsule', (0.0045, 0.0305, 0.1245),
+                   (1.0, 0.0, 0.0, 0.0), (0.0858, 0.102), part='left'),
+    CollisionShape('torso_link', 'capsule', (0.0045, -0.0305, 0.1245),
+                   (1.0, 0.0, 0.0, 0.0), (0.0858, 0.102), part='right'),
+    CollisionShape('torso_link', 'capsule', (0.0035, 0.0003, 0.3462),
+                   (0.06879, 0.719682, -0.68753, -0.068027), (0.0811, 0.0633), part='head'),
+    CollisionShape('left_shoulder_pitch_link', 'capsule', (0.0004, 0.0334, -0.0037),
+                   (0.136751, -0.663664, 0.714601, 0.173763), (0.0456, 0.0128)),
+    CollisionShape('left_shoulder_roll_link', 'capsule', (0.0, 0.0019, -0.0321),
+                   (1.0, 0.0, 0.0, 0.0), (0.0487, 0.0314)),
+    CollisionShape('left_shoulder_yaw_link', 'capsule', (0.0095, 0.0018, -0.0287),
+                   (0.408721, 0.008123, -0.110169, -0.905949), (0.0456, 0.0529)),
+    CollisionShape('left_elbow_link', 'capsule', (0.0464, 0.0091, -0.008),
+                   (0.456317, -0.357424, 0.659792, -0.478224), (0.0377, 0.0415)),
+    CollisionShape('left_wrist_roll_link', 'capsule', (0.0197, -0.0003, 0.0),
+                   (0.5, 0.5, 0.5, 0.5), (0.0303, 0.0183)),
+    CollisionShape('left_wrist_pitch_link', 'capsule', (0.0227, 0.0, -0.0001),
+                   (0.5, 0.5, 0.5, 0.5), (0.0341, 0.0234)),
+    CollisionShape('left_wrist_yaw_link', 'box', (0.0802, -0.0082, 0.0107),
+                   (0.447892, -0.42984, 0.566108, -0.542358), (0.0298, 0.0533, 0.098)),
+    CollisionShape('right_shoulder_pitch_link', 'capsule', (0.0004, -0.0334, -0.0037),
+                   (0.136751, 0.663664, 0.714601, -0.173763), (0.0456, 0.0128)),
+    CollisionShape('right_shoulder_roll_link', 'capsule', (0.0, -0.0019, -0.0321),
+                   (1.0, 0.0, 0.0, 0.0), (0.0487, 0.0314)),
+    CollisionShape('right_shoulder_yaw_link', 'capsule', (0.0095, -0.0018, -0.0287),
+                   (0.408721, -0.008123, -0.110169, 0.905949), (0.0456, 0.0529)),
+    CollisionShape('right_elbow_link', 'capsule', (0.0464, -0.0091, -0.008),
+                   (0.456317, 0.357424, 0.659792, 0.478224), (0.0377, 0.0415)),
+    CollisionShape('right_wrist_roll_link', 'capsule', (0.0197, 0.0003, 0.0),
+                   (0.5, -0.5, 0.5, -0.5), (0.0303, 0.0183)),
+    CollisionShape('right_wrist_pitch_link', 'capsule', (0.0227, 0.0, -0.0001),
+                   (0.5, -0.5, 0.5, -0.5), (0.0341, 0.0234)),
+    CollisionShape('right_wrist_yaw_link', 'box', (0.0802, 0.0082, 0.0107),
+                   (0.447892, 0.42984, 0.566108, 0.542358), (0.0298, 0.0533, 0.098)),
+)
+"""Whole-body collision shapes, fitted to the official meshes by scripts/fit_collision.py.
+
+Each one holds every vertex of its link's meshes, except the feet: a foot is a box
+of the mesh's height whose sole is the rectangle through its sphere centres, so
+on flat ground the feet touch only through the eight spheres at any tilt. The
+torso is two upright capsules (its left and right halves) and the head a third
+shape on torso_link. The right side is the mirror image of the left. Training
+never collides these: the MJCF disables them, and
+:func:`bcg_ros.robot.model.load` switches them on for ``whole_body=True``.
+"""
+
 CONTROL_DT = 0.02
 """Policy period [s] (50 Hz)."""
 SIM_DT = 0.005
