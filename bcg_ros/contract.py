@@ -11,7 +11,10 @@ Observation layout: the terms in ``Contract.obs_terms`` order; a term with
 per term). Each frame is ``clip(scale * value)``.
 
 Action: ``target = offset + scale * clip(action, -clip, clip)`` per joint, in
-the contract's joint order, then PD with the contract's kp and kd.
+the contract's joint order, then PD with the contract's kp and kd. A residual
+contract (``action_residual``) puts the reference's joint angles of the next
+frame (the first frame of the observed reference window) in place of the
+offset, so a zero action replays the motion and the policy learns corrections.
 """
 
 import json
@@ -25,7 +28,8 @@ from bcg_ros.robot import g1
 
 METADATA_KEY = 'bcg_ros.contract'
 """ONNX metadata_props key under which the contract is stored as JSON."""
-CONTRACT_VERSION = 1
+CONTRACT_VERSION = 2
+"""2: ``action_residual`` (targets around the reference); version 1 files still load."""
 REF_FUTURE = 3
 """Reference frames in the observation: t+1 .. t+3."""
 
@@ -212,6 +216,9 @@ class Contract:
     version: int = CONTRACT_VERSION
     target_clip: Optional[Tuple[Tuple[float, float], ...]] = None
     """Per-joint (low, high) bounds on the joint targets, after scale and offset."""
+    action_residual: bool = False
+    """Targets are the reference's next joint angles plus scale * action (the offset is
+    unused); every consumer passes the reference window to :meth:`action_to_targets`."""
 
     def __post_init__(self):
         """Check that every per-joint field has one value per joint."""
@@ -242,6 +249,10 @@ class Contract:
                                     f'{len(t.scale)} values, the term has {t.size}')
         if not self.control_dt > 0:
             raise ContractError(f'contract field control_dt must be > 0, got {self.control_dt}')
+        if self.action_residual and not self.uses_reference:
+            raise ContractError('contract field action_residual: the targets are built on the '
+                                'reference, but no observation term is a reference term '
+                                f'{REFERENCE_TERMS}')
 
     @property
     def num_joints(self) -> int:
@@ -258,13 +269,24 @@ class Contract:
         """Return whether the observation contains reference-motion terms."""
         return any(t.name in REFERENCE_TERMS for t in self.obs_terms)
 
-    def action_to_targets(self, action, xp=np):
-        """Map a raw policy output to joint position targets (contract joint order)."""
+    def action_to_targets(self, action, xp=np, ref: Optional['RefObs'] = None):
+        """
+        Map a raw policy output to joint position targets (contract joint order).
+
+        ``ref``: the reference window the policy observed this step; a residual
+        contract needs it (its first frame is the base of the targets).
+        """
         a = action
         if self.action_clip is not None:
             a = xp.clip(a, -self.action_clip, self.action_clip)
-        q = (xp.asarray(self.action_offset, dtype=a.dtype)
-             + xp.asarray(self.action_scale, dtype=a.dtype) * a)
+        if self.action_residual:
+            if ref is None:
+                raise ContractError('a residual contract (action_residual) needs the '
+                                    'reference window to map actions to targets')
+            base = xp.asarray(ref.joint_pos[0], dtype=a.dtype)
+        else:
+            base = xp.asarray(self.action_offset, dtype=a.dtype)
+        q = base + xp.asarray(self.action_scale, dtype=a.dtype) * a
         if self.target_clip is not None:
             bounds = xp.asarray(self.target_clip, dtype=a.dtype)
             q = xp.clip(q, bounds[:, 0], bounds[:, 1])
@@ -342,14 +364,27 @@ def _tuples(term: Mapping) -> Dict:
 
 
 def imitation_contract(motion_name: str = '', motion_frames: int = 0,
-                       action_scale: float = 0.25) -> Contract:
+                       action_scale: float = 0.25, residual: bool = False) -> Contract:
     """Return the contract of the project's own imitation policies on the G1."""
     return Contract(joint_names=g1.JOINT_NAMES, default_pose=g1.DEFAULT_POSE,
                     kp=g1.DEFAULT_KP, kd=g1.DEFAULT_KD,
                     action_scale=(action_scale,) * g1.NUM_JOINTS,
                     action_offset=g1.DEFAULT_POSE, action_clip=None,
                     obs_terms=IMITATION_TERMS, control_dt=g1.CONTROL_DT,
-                    motion_name=motion_name, motion_frames=motion_frames)
+                    motion_name=motion_name, motion_frames=motion_frames,
+                    action_residual=residual)
+
+
+def reference_window(motion, motor_ids: np.ndarray, step: int) -> RefObs:
+    """
+    Reference frames step+1 .. step+REF_FUTURE of ``motion`` (held at its last frame).
+
+    ``motion`` has ``joint_pos`` [T, 29] in motor order, ``root_quat`` and
+    ``root_pos`` at the control rate; ``motor_ids`` maps contract joints to motors.
+    """
+    idx = np.minimum(np.arange(step + 1, step + 1 + REF_FUTURE), motion.num_frames - 1)
+    return RefObs(joint_pos=motion.joint_pos[idx][:, motor_ids],
+                  root_quat=motion.root_quat[idx], root_height=motion.root_pos[idx, 2])
 
 
 def observation_frame(contract: Contract, robot: RobotObs, ref: Optional[RefObs], xp=np):

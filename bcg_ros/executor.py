@@ -411,16 +411,6 @@ def load_contract(session, path: str) -> contract_mod.Contract:
         f'{deploy} beside it')
 
 
-def reference_frames(motion, contract: contract_mod.Contract, slots: np.ndarray,
-                     step: int) -> contract_mod.RefObs:
-    """Reference frames t+1 .. t+REF_FUTURE of ``motion`` (held at its last frame)."""
-    idx = np.clip(np.arange(step + 1, step + 1 + contract_mod.REF_FUTURE), 0,
-                  motion.num_frames - 1)
-    return contract_mod.RefObs(joint_pos=motion.joint_pos[idx][:, slots],
-                               root_quat=motion.root_quat[idx],
-                               root_height=motion.root_pos[idx, 2])
-
-
 class PolicyRunner:
     """An ONNX policy with its contract, stepped at the control rate on LowState samples."""
 
@@ -466,6 +456,7 @@ class PolicyRunner:
     def reset(self):
         """Start from an empty history (as at an episode start)."""
         self._history = None
+        self._ref = None
         self._last_action = np.zeros(self.contract.num_joints, dtype=np.float32)
         self.step_count = 0
 
@@ -477,11 +468,12 @@ class PolicyRunner:
             joint_pos=s.q[self.slots].astype(np.float32),
             joint_vel=s.dq[self.slots].astype(np.float32),
             last_action=self._last_action, command=np.zeros(3, dtype=np.float32))
-        ref = (reference_frames(self.motion, c, self.slots, self.step_count)
+        ref = (contract_mod.reference_window(self.motion, self.slots, self.step_count)
                if c.uses_reference else None)
         if ref is not None:
             ref = contract_mod.RefObs(*(np.asarray(a, dtype=np.float32) for a in
                                         (ref.joint_pos, ref.root_quat, ref.root_height)))
+        self._ref = ref
         frame = contract_mod.observation_frame(c, robot, ref)
         if self._history is None:
             self._history = contract_mod.init_history(c, frame)
@@ -496,6 +488,6 @@ class PolicyRunner:
         action = np.asarray(action, dtype=np.float64).reshape(-1)
         self._last_action = action.astype(np.float32)
         self.step_count += 1
-        targets = self.contract.action_to_targets(action)
+        targets = self.contract.action_to_targets(action, ref=self._ref)
         q = lowlevel.to_motor_order(targets, self.slots, g1.DEFAULT_POSE)
         return PolicyOutput(stamp=now, q=q, kp=self.kp, kd=self.kd, action=action)

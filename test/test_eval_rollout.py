@@ -238,3 +238,22 @@ def test_baselines_run_beside_the_policy(g, zeros_policy, stand, tmp_path):
     assert none.baselines == {}
     with pytest.raises(ValueError, match='baselines'):
         EvalConfig(baselines=('sit',))
+
+
+def test_zero_residual_policy_is_the_replay_baseline(g, tmp_path):
+    # A residual contract's targets are the reference's next joint angles plus scale * a:
+    # a policy that outputs zeros drives the very trajectory the replay baseline drives.
+    from bcg_ros.eval.rollout import Baseline
+    from bcg_ros.motion import load_motion
+    run = load_motion('jump', control_dt=g1.CONTROL_DT)
+    c = ct.imitation_contract(run.name, run.num_frames, residual=True)
+    p = load_policy(synthetic.save_policy(tmp_path / 'residual.onnx', c))
+    assert p.contract.action_residual
+    cfg = RolloutConfig(duration=1.0)
+    a = run_once(p, g, 3, cfg, run)
+    b = run_once(Baseline.of(p, 'replay'), g, 3, cfg, run)
+    np.testing.assert_allclose(a.joint_pos, b.joint_pos, atol=1e-9)
+    with pytest.raises(ct.ContractError, match='reference window'):
+        c.action_to_targets(np.zeros(29))
+    with pytest.raises(ct.ContractError, match='action_residual'):
+        ct.Contract(**{**c.__dict__, 'obs_terms': c.obs_terms[:5]})

@@ -380,3 +380,14 @@ def test_reference_policy_needs_a_motion_at_the_control_rate(tmp_path):
         runner.step(sample(0.0, 1), 0.0)
     ref = runner.observation(sample(0.0, 1))[93:93 + 3 * 29].reshape(3, 29)
     np.testing.assert_allclose(ref[:, 0], [0.09] * 3, atol=1e-6)  # held at the last frame
+
+
+def test_residual_policy_targets_the_next_reference_frame(tmp_path):
+    c = contract_mod.imitation_contract(motion_name='still', motion_frames=10, residual=True)
+    runner = ex.PolicyRunner(str(testing.constant_policy(tmp_path / 'res.onnx', 1.0, c)),
+                             motion=_motion())
+    m = _motion()
+    for step in range(3):
+        out = runner.step(sample(0.0, 1 + step), 0.0)
+        # The reference's joint angles of frame step + 1, plus 0.25 * 1.
+        np.testing.assert_allclose(out.q[:29], m.joint_pos[step + 1] + 0.25, atol=1e-6)

@@ -16,13 +16,17 @@ from bcg_ros import contract as ct
 from bcg_ros.core import bcg as bcg_mod
 from bcg_ros.core import sim as simulator
 from bcg_ros.core.env import check_env, INFO_KEYS
-from bcg_ros.core.g1_env import G1Env, G1EnvConfig
+from bcg_ros.core.g1_env import G1Env, G1EnvConfig, ImitationRewardConfig
 
 
 @pytest.fixture(scope='module')
 def env():
+    # Residual actions and the dense tracking terms on: a zero action replays the clip.
     cfg = G1EnvConfig(num_envs=2, motion='run', episode_length=5,
-                      bcg=bcg_mod.BCGConfig(enabled=False))
+                      bcg=bcg_mod.BCGConfig(enabled=False), residual=True,
+                      imitation=ImitationRewardConfig(pose_weight=1.0, joint_vel_weight=1.0,
+                                                      key_weight=1.0, root_weight=1.0,
+                                                      root_vel_weight=1.0))
     e = G1Env(cfg)
     e.jit_step = jax.jit(e.step)
     e.jit_reset = jax.jit(e.reset)
@@ -133,3 +137,21 @@ def test_e_track_is_the_evaluators_all_body_error(env):
         want = 100.0 * motion_mod.tracking_error(d.xpos[ids], ref[int(st2.frame[i])])
         assert float(out.info['e_track'][i]) == pytest.approx(want, abs=0.01)
         assert want > 0.1   # the step moved the robot off the reference
+
+
+def test_residual_targets_and_dense_terms(env):
+    c = env.contract()
+    assert c.action_residual
+    st = env.jit_reset(jax.random.PRNGKey(8))
+    zero = jnp.zeros((2, env.action_size))
+    _, out0 = env.jit_step(st, zero, jax.random.PRNGKey(9))
+    _, out1 = env.jit_step(st, 2.0 * jnp.ones((2, env.action_size)), jax.random.PRNGKey(9))
+    r0, r1 = np.asarray(out0.reward), np.asarray(out1.reward)
+    # Five terms of weight 1, started on the reference: a zero residual stays close to it.
+    assert np.all(r0 > 3.0) and np.all(r0 <= 5.0 + 1e-6)
+    assert np.all(r1 < r0 - 0.5)
+    # The targets are the reference's next frame plus scale * action.
+    ref = env._ref_obs(st.frame[0])
+    np.testing.assert_allclose(c.action_to_targets(np.zeros(29, np.float32), ref=ref),
+                               np.asarray(env.motion.joint_pos[int(st.frame[0]) + 1]),
+                               atol=1e-6)

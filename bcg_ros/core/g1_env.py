@@ -8,12 +8,12 @@ Implements :class:`bcg_ros.core.env.Env` on :mod:`bcg_ros.core.sim` wrapped by
   the contract of :func:`bcg_ros.contract.imitation_contract` (robot state plus
   the reference at t+1..t+3), history per term as the contract says; the very
   code the evaluator and the executor run with ``xp=np``;
-- action: the contract's ``action_to_targets`` (default pose + 0.25 a), PD in
-  the simulator;
+- action: the contract's ``action_to_targets`` (default pose + 0.25 a, or with
+  ``residual`` the reference's next joint angles + 0.25 a), PD in the simulator;
 - reward: the ADD features of :func:`bcg_ros.motion.add_features` of the
   simulated state against the reference's (``info['add_delta']``; the learner
-  adds the ADD reward), plus an action-rate penalty and optional alive and
-  tracking terms;
+  adds the ADD reward), plus an action-rate penalty, optional alive and
+  tracking terms and DeepMimic's dense terms (:class:`ImitationRewardConfig`);
 - terminations: root height below ``min_root_height`` or mean key-point error
   above ``max_track_error`` (failures: no bootstrap); the end of the clip or
   ``episode_length`` (truncation: bootstrap);
@@ -64,6 +64,35 @@ class DomainRandConfig:
 
 
 @dataclass(frozen=True)
+class ImitationRewardConfig:
+    """
+    Dense, differentiable tracking terms beside ADD: ``w exp(-scale * e^2)`` each.
+
+    DeepMimic's terms, all against the reference frame the state should match:
+    joint angles, joint velocities, key points (world), root position and
+    orientation, root linear velocity. Weights 0 switch a term off (ADD only).
+    """
+
+    pose_weight: float = 0.0
+    pose_scale: float = 2.0
+    """[1/rad^2] on the sum over joints of the squared angle error."""
+    joint_vel_weight: float = 0.0
+    joint_vel_scale: float = 0.1
+    """[s^2/rad^2] on the sum over joints of the squared velocity error."""
+    key_weight: float = 0.0
+    key_scale: float = 40.0
+    """[1/m^2] on the sum over key points of the squared position error."""
+    root_weight: float = 0.0
+    root_pos_scale: float = 10.0
+    """[1/m^2] on the squared root position error."""
+    root_rot_scale: float = 5.0
+    """[1/rad^2] on the squared root orientation error (4 (1 - <q, q_ref>^2) ~ angle^2)."""
+    root_vel_weight: float = 0.0
+    root_vel_scale: float = 2.0
+    """[s^2/m^2] on the squared root linear velocity error."""
+
+
+@dataclass(frozen=True)
 class G1EnvConfig:
     """Configuration of the G1 imitation environment."""
 
@@ -80,7 +109,13 @@ class G1EnvConfig:
     dr: DomainRandConfig = field(default_factory=DomainRandConfig)
     """Domain randomisation."""
     action_scale: float = 0.25
-    """Joint target = default pose + action_scale * action [rad]."""
+    """Joint target = default pose (or, residual, the reference) + action_scale * action."""
+    residual: bool = False
+    """Actions are corrections around the reference's next joint angles (recorded in the
+    contract as ``action_residual``, so every consumer does the same); else around the
+    default pose."""
+    imitation: ImitationRewardConfig = field(default_factory=ImitationRewardConfig)
+    """Dense tracking reward terms beside ADD."""
     random_start: bool = True
     """Start episodes at a random frame of the clip (else at frame 0)."""
     min_remaining: int = 16
@@ -149,7 +184,7 @@ class G1Env:
         self.motion = motion if motion is not None else motion_mod.load_motion(
             config.motion, g1.CONTROL_DT)
         self._contract = ct.imitation_contract(self.motion.name, self.motion.num_frames,
-                                               config.action_scale)
+                                               config.action_scale, config.residual)
         self.robot = g1_model.load()
         self.sim = simulator.build_g1(config.sim)
         self.pelvis = self.robot.root_body
@@ -204,6 +239,30 @@ class G1Env:
         w = quat_rotate(quat, qvel[3:6])
         return motion_mod.add_features(qpos[0:3], quat, qpos[self.qpos_adr],
                                        qvel[self.qvel_adr], qvel[0:3], w, key_points, xp=jnp)
+
+    def _imitation_reward(self, qpos, qvel, keys, frame):
+        """[B] the dense tracking terms of ``config.imitation`` (0 when all weights are 0)."""
+        w = self.config.imitation
+        out = jnp.zeros(qpos.shape[0], qpos.dtype)
+        ref_q, ref_v = self.ref_qpos[frame], self.ref_qvel[frame]
+
+        def term(weight, scale, sq):
+            return weight * jnp.exp(-scale * sq) if weight else 0.0
+
+        out = out + term(w.pose_weight, w.pose_scale, jnp.sum(
+            (qpos[:, self.qpos_adr] - ref_q[:, self.qpos_adr]) ** 2, -1))
+        out = out + term(w.joint_vel_weight, w.joint_vel_scale, jnp.sum(
+            (qvel[:, self.qvel_adr] - ref_v[:, self.qvel_adr]) ** 2, -1))
+        out = out + term(w.key_weight, w.key_scale, jnp.sum(
+            jnp.sum((keys - self.ref_key[frame]) ** 2, -1), -1))
+        if w.root_weight:
+            dot = jnp.sum(qpos[:, 3:7] * ref_q[:, 3:7], -1)
+            sq = (w.root_pos_scale * jnp.sum((qpos[:, 0:3] - ref_q[:, 0:3]) ** 2, -1)
+                  + w.root_rot_scale * 4.0 * (1.0 - dot ** 2))
+            out = out + w.root_weight * jnp.exp(-sq)
+        out = out + term(w.root_vel_weight, w.root_vel_scale, jnp.sum(
+            (qvel[:, 0:3] - ref_v[:, 0:3]) ** 2, -1))
+        return out
 
     def _env_sim(self, p: DomainParams) -> simulator.Sim:
         """Return the simulator of one randomised robot (called inside vmap)."""
@@ -296,7 +355,8 @@ class G1Env:
         c = self.config
         k_phys, k_push, k_reset = jax.random.split(key, 3)
         applied = jnp.where(s.dr.latency[:, None] > 0, s.last_action, action)
-        targets = self._contract.action_to_targets(applied, xp=jnp)
+        targets = jax.vmap(lambda a, f: self._contract.action_to_targets(
+            a, jnp, self._ref_obs(f)))(applied, s.frame)
         b, binfo = self._physics(s, targets, k_phys)
         b = self._push(b, k_push, c.dr.enabled)
         qpos, qvel = b.sim.qpos, b.sim.qvel
@@ -308,7 +368,8 @@ class G1Env:
         delta = self.ref_features[frame] - sim_feat
         reward = (c.alive_weight
                   - c.action_rate_weight * jnp.sum((action - s.last_action) ** 2, -1)
-                  + c.tracking_weight * jnp.exp(-key_err ** 2 / c.tracking_sigma ** 2))
+                  + c.tracking_weight * jnp.exp(-key_err ** 2 / c.tracking_sigma ** 2)
+                  + self._imitation_reward(qpos, qvel, keys, frame))
         diverged = ~(jnp.all(jnp.isfinite(qpos), -1)
                      & jnp.all(jnp.abs(qvel) <= c.max_speed, -1))   # NaN fails <=
         terminated = ((qpos[:, 2] < c.min_root_height) | (key_err > c.max_track_error)

@@ -162,7 +162,7 @@ class Controller:
             return p.targets(step, self.motion)
         obs = ct.RobotObs(quat=quat, gyro=gyro, joint_pos=joint_pos, joint_vel=joint_vel,
                           last_action=self.last_action, command=self.command)
-        ref = (reference_obs(c, self.motion, p.motor_ids, step)
+        ref = (ct.reference_window(self.motion, p.motor_ids, step)
                if self.motion is not None and c.uses_reference else None)
         frame = ct.observation_frame(c, obs, ref)
         self.history = (ct.init_history(c, frame) if self.history is None
@@ -171,7 +171,7 @@ class Controller:
         if not np.all(np.isfinite(action)):
             return None
         self.last_action = action.astype(float)
-        return c.action_to_targets(self.last_action)
+        return c.action_to_targets(self.last_action, ref=ref)
 
 
 ROW_SHAPES = {'time': (), 'frame': (), 'root_pos': (3,), 'root_quat': (4,),
@@ -280,14 +280,6 @@ class _Robot:
         touching[k] = True
         dfoot = dist[foot]
         return -dfoot[dfoot < 0], touching
-
-
-def reference_obs(contract: ct.Contract, motion: Motion, motor_ids: np.ndarray,
-                  frame: int) -> ct.RefObs:
-    """Build reference frames frame+1 .. frame+REF_FUTURE (the last frame repeats past the end)."""
-    idx = np.minimum(np.arange(frame + 1, frame + 1 + ct.REF_FUTURE), motion.num_frames - 1)
-    return ct.RefObs(joint_pos=motion.joint_pos[idx][:, motor_ids],
-                     root_quat=motion.root_quat[idx], root_height=motion.root_pos[idx, 2])
 
 
 def _divergence(m: mujoco.MjModel, d: mujoco.MjData, bad_qacc: int) -> str:

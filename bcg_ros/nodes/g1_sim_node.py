@@ -5,8 +5,10 @@ It behaves like the G1's motor layer: a LowCmd with a wrong crc is ignored;
 the latest valid command's PD law ``tau + kp (q - q_now) + kd (dq - dq_now)``
 is applied every physics step (1 kHz by default) for each motor whose mode is
 enabled, clipped to the motor's torque limit, inside MuJoCo's actuators with
-the implicitfast integrator (:mod:`bcg_ros.robot.pd`), as the evaluator does. LowState goes out at 500 Hz with
-tick in milliseconds of simulated time, mode_machine 5, the IMU from the
+the implicitfast integrator (:mod:`bcg_ros.robot.pd`), as the evaluator does.
+The model collides with the whole body (:func:`bcg_ros.robot.model.load` with
+``whole_body``), and gets a floor when its file has none. LowState goes out at
+500 Hz with tick in milliseconds of simulated time, mode_machine 5, the IMU from the
 model's imu_quat/imu_gyro/imu_acc sensors (optional Gaussian noise) and
 wireless_remote from ``~/wireless_remote`` (std_msgs/UInt8MultiArray, 40
 bytes), and crc stamped as the robot stamps it (:func:`bcg_ros.robot.crc.lowstate_crc`).
