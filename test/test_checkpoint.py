@@ -10,7 +10,7 @@ import time
 import numpy as np
 import pytest
 
-from bcg_ros import checkpoint
+from bcg_ros.train import checkpoint
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 TOY = ['--preset', 'toy', '--set', 'run.iterations=30', '--set', 'run.checkpoint_every=5',

@@ -12,8 +12,8 @@ import onnxruntime as ort
 import pytest
 
 from bcg_ros import contract as ct
-from bcg_ros import export
 from bcg_ros.core import networks, toy_env
+from bcg_ros.train import export
 
 PARITY_TOL = 1e-5
 

@@ -1,10 +1,13 @@
 """bcg-train configuration: presets, YAML files, dotted overrides and their errors."""
 
 import json
+import pathlib
 
 import pytest
 
 from bcg_ros import train
+
+REPO = pathlib.Path(__file__).resolve().parents[1]
 
 
 def test_defaults_are_the_papers():
@@ -81,11 +84,11 @@ def test_samples_to_reach_and_compare_table(tmp_path):
 def test_training_code_imports_no_ros():
     import subprocess
     import sys
-    code = ('import sys, bcg_ros.train, bcg_ros.export, bcg_ros.checkpoint, bcg_ros.core.shac, '
-            'bcg_ros.core.ppo, bcg_ros.core.add, bcg_ros.core.g1_env, bcg_ros.core.toy_env; '
-            "assert 'rclpy' not in sys.modules")
+    code = ('import sys, bcg_ros.train, bcg_ros.train.export, bcg_ros.train.checkpoint, '
+            'bcg_ros.config_types, bcg_ros.core.shac, bcg_ros.core.ppo, bcg_ros.core.add, '
+            "bcg_ros.core.g1_env, bcg_ros.core.toy_env; assert 'rclpy' not in sys.modules")
     r = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True, timeout=120,
-                       cwd=str(train.pathlib.Path(train.__file__).parents[1]))
+                       cwd=str(REPO))
     assert r.returncode == 0, r.stderr
 
 
@@ -95,4 +98,4 @@ def test_motion_flag_sets_the_reference_motion(capsys):
     assert cfg['g1']['motion'] == 'jump'
     assert cfg['g1']['num_envs'] == train.make_config('cpu').g1.num_envs
     assert train.main(['--preset', 'cpu', '--print-config']) == 0
-    assert json.loads(capsys.readouterr().out)['g1']['motion'] == train.G1EnvConfig().motion
+    assert json.loads(capsys.readouterr().out)['g1']['motion'] == train.TrainConfig().g1.motion

@@ -15,7 +15,7 @@ from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy  # noqa: E
 from std_msgs.msg import String  # noqa: E402
 from std_srvs.srv import Trigger  # noqa: E402
 
-from bcg_ros import checkpoint  # noqa: E402
+from bcg_ros.train import checkpoint  # noqa: E402
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 
@@ -43,15 +43,21 @@ def client():
 
 
 def _progress(node, timeout=300.0):
+    """The first status of a training iteration (phase 'training', not 'compiling')."""
     got = []
-    sub = node.create_subscription(DiagnosticArray, '/trainer_node/progress', got.append, 10)
+
+    def on_msg(msg):
+        values = {kv.key: kv.value for kv in msg.status[0].values}
+        if values.get('phase') == 'training':
+            got.append((msg.status[0], values))
+
+    sub = node.create_subscription(DiagnosticArray, '/trainer_node/progress', on_msg, 10)
     deadline = time.time() + timeout
     while not got and time.time() < deadline:
         rclpy.spin_once(node, timeout_sec=0.2)
     node.destroy_subscription(sub)
     assert got, 'no progress message'
-    status = got[-1].status[0]
-    return status, {kv.key: kv.value for kv in status.values}
+    return got[-1]
 
 
 def _call(node, name, timeout=60.0):

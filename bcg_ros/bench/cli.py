@@ -16,6 +16,7 @@ BENCHMARKS = {
     'evaluator': 'MuJoCo sim2sim evaluator: simulated seconds per wall second.',
     'executor': 'policy_node /lowstate-to-/lowcmd latency and 500 Hz period error over DDS.',
     'estimator': 'state_bridge_node estimator against g1_sim_node ground truth.',
+    'compile': 'Cold XLA compile of the training step of bcg-train --preset cpu --motion run.',
 }
 
 

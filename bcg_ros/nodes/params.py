@@ -3,8 +3,9 @@ ROS parameters <-> typed config dataclasses.
 
 A node declares one parameter per field of its config dataclasses, with the
 default from the code and the field's docstring as description, and builds the
-config from the values once at startup. A value of the wrong type, or one the
-config rejects, fails there with the parameter's name.
+config from the values once at startup. A value of the wrong type (checked by
+:func:`bcg_ros.config_types.coerce`, the rule ``bcg-train``'s config follows
+too), or one the config rejects, fails there with the parameter's name.
 """
 
 import ast
@@ -15,6 +16,8 @@ import typing
 from typing import Dict, Type, TypeVar
 
 from rcl_interfaces.msg import ParameterDescriptor
+
+from bcg_ros.config_types import coerce
 
 T = TypeVar('T')
 
@@ -38,32 +41,6 @@ def field_docs(cls) -> Dict[str, str]:
     return docs
 
 
-def _coerce(node_name: str, name: str, kind, value):
-    """``value`` as the field's type; raise naming the parameter otherwise."""
-    where = f'{node_name}: parameter {name!r}'
-    origin = typing.get_origin(kind)
-    if kind is bool:
-        if isinstance(value, bool):
-            return value
-    elif kind is int:
-        if isinstance(value, int) and not isinstance(value, bool):
-            return value
-    elif kind is float:
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            return float(value)
-    elif kind is str:
-        if isinstance(value, str):
-            return value
-    elif origin is tuple:
-        if isinstance(value, (list, tuple)) and all(
-                isinstance(v, (int, float)) and not isinstance(v, bool) for v in value):
-            return tuple(float(v) for v in value)
-    else:
-        raise ParameterError(f'{where}: unsupported field type {kind!r}')
-    raise ParameterError(f'{where}: expected {getattr(kind, "__name__", kind)}, '
-                         f'got {value!r} ({type(value).__name__})')
-
-
 def declare(node, cls: Type[T]) -> None:
     """Declare a parameter for every field of ``cls`` with the code's default."""
     docs = field_docs(cls)
@@ -83,7 +60,8 @@ def read(node, cls: Type[T]) -> T:
     values = {}
     for f in dataclasses.fields(cls):
         value = node.get_parameter(f.name).value
-        values[f.name] = _coerce(node.get_name(), f.name, hints[f.name], value)
+        values[f.name] = coerce(value, hints[f.name],
+                                f'{node.get_name()}: parameter {f.name!r}', ParameterError)
     try:
         return cls(**values)
     except ValueError as exc:

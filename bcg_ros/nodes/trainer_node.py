@@ -11,9 +11,12 @@ Training runs in its own thread, never on the executor, so the services
 answer while an iteration computes. Each iteration publishes on ``~/progress``
 a ``diagnostic_msgs/DiagnosticArray`` with one status named
 ``bcg_ros/trainer``: level OK (WARN when the iteration's gradient was not
-finite), message ``iteration i/n``, and key-values ``iteration``,
-``iterations``, ``samples``, ``wall_s``, ``reward``, ``e_track`` [cm],
-``bundle_rate``, ``fall_rate`` and the learner's other metrics.
+finite), message ``iteration i/n``, and key-values ``phase`` (``training``),
+``iteration``, ``iterations``, ``samples``, ``wall_s``, ``reward``,
+``e_track`` [cm], ``bundle_rate``, ``fall_rate`` and the learner's other
+metrics. Before the first iteration one status with ``phase`` ``compiling``
+says that XLA compiles the training step (minutes for the G1 on a CPU the
+first time; the persistent cache makes later starts quick).
 
 Services (std_srvs/Trigger): ``~/save_checkpoint`` (writes checkpoint.npz
 now; message: its path), ``~/export_policy`` (writes policy.onnx now;
@@ -30,6 +33,7 @@ evaluator_node with ``policy_topic`` set to it evaluates each one
 import sys
 import threading
 from dataclasses import dataclass
+from typing import Any, Dict
 
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 import rclpy
@@ -97,7 +101,7 @@ class TrainerNode(Node):
         self.thread.start()
 
     def _train(self):
-        """Build the trainer (compiles), train, finish; runs in the training thread."""
+        """Build the trainer, compile its step, train, finish; runs in the training thread."""
         try:
             from bcg_ros.jax_cache import enable_compilation_cache
             enable_compilation_cache()
@@ -107,6 +111,11 @@ class TrainerNode(Node):
                                          log=self.get_logger().info)
             self.get_logger().info(f'training {cfg.run.algo} on {cfg.run.env} from iteration '
                                    f'{self.trainer.iteration} to {cfg.run.iterations}')
+            if self.trainer.iteration < cfg.run.iterations and not self.stop_requested.is_set():
+                self._publish_status(DiagnosticStatus.OK, 'compiling the training step',
+                                     {'phase': 'compiling',
+                                      'iteration': self.trainer.iteration})
+                self.trainer.compile()
             finished = self.trainer.run(self.stop_requested.is_set, self._publish)
             if finished and self.config.finish:
                 summary = self.trainer.finish()
@@ -122,17 +131,23 @@ class TrainerNode(Node):
         finally:
             self.done.set()
 
-    def _publish(self, m):
+    def _publish(self, m: Dict[str, float]) -> None:
         """Publish one iteration's metrics as a DiagnosticArray."""
+        level = DiagnosticStatus.OK if m.get('grad_finite', 1.0) > 0 else DiagnosticStatus.WARN
+        total = self.train_config.run.iterations
+        self._publish_status(level, f'iteration {int(m["iteration"])}/{total}',
+                             {'phase': 'training', **m})
+
+    def _publish_status(self, level: bytes, message: str, values: Dict[str, Any]) -> None:
+        """Publish the ``bcg_ros/trainer`` status with ``iterations`` and ``values``."""
         msg = DiagnosticArray()
         msg.header.stamp = self.get_clock().now().to_msg()
         st = DiagnosticStatus()
         st.name = 'bcg_ros/trainer'
         st.hardware_id = self.config.output_dir
-        st.level = DiagnosticStatus.OK if m.get('grad_finite', 1.0) > 0 else DiagnosticStatus.WARN
-        total = self.train_config.run.iterations
-        st.message = f'iteration {int(m["iteration"])}/{total}'
-        values = {'iterations': total, **m}
+        st.level = level
+        st.message = message
+        values = {'iterations': self.train_config.run.iterations, **values}
         st.values = [KeyValue(key=k, value=f'{v:.6g}' if isinstance(v, float) else str(v))
                      for k, v in values.items()]
         msg.status = [st]

@@ -12,6 +12,8 @@ configuration, another version) fails naming the file and the leaf.
 Writes go to a temporary file in the same folder, are flushed to disk and
 then renamed over the old checkpoint (``os.replace``), so a run killed at any
 moment leaves either the previous checkpoint or the new one, never half of one.
+:func:`atomic_write` does this for every file a run rewrites (history.jsonl at
+the start, curves.png, summary.json, policy.onnx).
 """
 
 import json

@@ -21,8 +21,8 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-from bcg_ros.checkpoint import atomic_write
 from bcg_ros.core import networks
+from bcg_ros.train.checkpoint import atomic_write
 
 OPSET = 17
 """LayerNormalization is an ONNX operator from opset 17."""

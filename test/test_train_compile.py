@@ -1,0 +1,29 @@
+"""The first iteration compiles the training step: the log says so and the time is kept."""
+
+import json
+import re
+
+from bcg_ros import train
+
+TOY = {'run.iterations': 2, 'run.checkpoint_every': 1, 'run.curves_every': 1,
+       'run.tensorboard': False, 'run.export': False}
+
+
+def test_compile_is_announced_timed_and_summarised(tmp_path, capsys):
+    cfg = train.make_config('toy', None, TOY)
+    trainer = train.Trainer(cfg, tmp_path / 'run')
+    assert trainer.run()
+    out = capsys.readouterr().out
+    assert 'compiling the training step' in out
+    assert re.search(r'compiled in \d+\.\d s', out), out
+    assert out.index('compiling the training step') < out.index('compiled in')
+    summary = trainer.finish()
+    assert summary['compile_s'] > 0 and summary['compile_s'] == trainer.compile_s
+    assert json.loads((tmp_path / 'run' / 'summary.json').read_text())['compile_s'] == \
+        summary['compile_s']
+    # Every file went through the one atomic write: no temporary file is left.
+    assert sorted(p.name for p in (tmp_path / 'run').iterdir()) == \
+        ['checkpoint.npz', 'curves.png', 'history.jsonl', 'summary.json']
+    # compile() is once per Trainer: later calls return the time, not a new compile.
+    assert trainer.compile() == summary['compile_s']
+    assert 'compiling' not in capsys.readouterr().out
