@@ -20,6 +20,15 @@ system_ros=0
 
 log() { printf '[install] %s\n' "$*"; }
 
+# Offscreen OpenGL for the evaluator's filmstrips and videos (MUJOCO_GL=osmesa); without it
+# the reports say why they have no pictures.
+if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    log "system packages (libosmesa6)"
+    apt-get install -y -qq libosmesa6 >/dev/null 2>&1 \
+        || { apt-get update -qq && apt-get install -y -qq libosmesa6 >/dev/null; } \
+        || log "libosmesa6 not installed: evaluation reports will have no filmstrips"
+fi
+
 if [[ ! -x "${venv}/bin/python" ]]; then
     if ((system_ros)); then
         python3 -m venv --system-site-packages "${venv}"

@@ -5,6 +5,11 @@ One policy::
 
     bcg-eval POLICY.onnx [--deploy-yaml deploy.yaml] [--model MJCF]
              [--motion NAME_OR_PATH | --command VX VY WZ] [--runs 5] [--out DIR]
+             [--video] [--no-filmstrip]
+
+The report folder gets result.json, report.md, the plots and a
+filmstrip_seed<N>.png of each run (run_seed<N>.mp4 with --video); the tables
+film each policy's first run only.
 
 The tables read trained policies from a directory laid out as::
 
@@ -27,6 +32,7 @@ from typing import List, Optional
 from bcg_ros.contract import ContractError
 from bcg_ros.eval import report
 from bcg_ros.eval.evaluator import EvalConfig, evaluate
+from bcg_ros.eval.render import RenderConfig
 from bcg_ros.eval.rollout import Baseline, RolloutConfig
 from bcg_ros.robot.model import ModelError
 
@@ -56,6 +62,10 @@ def _common(p: argparse.ArgumentParser):
                    help='open-loop baselines judged beside the policy on the same model and '
                         'seeds (default: stand replay; give none to skip)')
     p.add_argument('--no-plots', action='store_true', help='skip the PNG plots')
+    p.add_argument('--no-filmstrip', action='store_true',
+                   help='skip the filmstrip PNG of each run (robot, reference ghost, contacts)')
+    p.add_argument('--video', action='store_true',
+                   help='also a video of each run (MP4 with imageio-ffmpeg, else GIF)')
     p.add_argument('--quiet', action='store_true', help='no progress bar')
 
 
@@ -63,6 +73,11 @@ def _rollout(args) -> RolloutConfig:
     return RolloutConfig(duration=args.duration, push_interval=args.push_interval,
                          push_velocity=args.push_velocity, stop_on_fall=args.stop_on_fall,
                          sim_dt=args.sim_dt, seed=args.seed)
+
+
+def _render(args, runs: int = 0) -> RenderConfig:
+    """Pictures of the first ``runs`` runs (0: all)."""
+    return RenderConfig(filmstrip=not args.no_filmstrip, video=args.video, runs=runs)
 
 
 def _sims(args) -> tuple:
@@ -87,7 +102,7 @@ def _one(argv: List[str]) -> int:
     cfg = EvalConfig(policy=args.policy, deploy_yaml=args.deploy_yaml, model=args.model,
                      motion=args.motion, command=tuple(args.command), runs=args.runs,
                      rollout=_rollout(args), baselines=tuple(args.baselines),
-                     sims=_sims(args))
+                     sims=_sims(args), render=_render(args))
     ev = evaluate(cfg, progress=not args.quiet)
     out = pathlib.Path(args.out or pathlib.Path('eval') / pathlib.Path(args.policy).stem)
     result = report.write(ev, out, plots=not args.no_plots)
@@ -128,7 +143,8 @@ def _table(argv: List[str], which: str) -> int:
                 continue
             cfg = EvalConfig(policy=str(path), model=args.model, motion=motion,
                              runs=args.runs, rollout=_rollout(args),
-                             baselines=tuple(args.baselines), sims=_sims(args))
+                             baselines=tuple(args.baselines), sims=_sims(args),
+                             render=_render(args, runs=1))
             ev = evaluate(cfg, progress=not args.quiet)
             result = report.write(ev, out / motion / folder, plots=not args.no_plots)
             cells[(motion, key)] = result['summary']

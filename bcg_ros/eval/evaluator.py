@@ -14,9 +14,10 @@ import numpy as np
 
 from bcg_ros import contract as ct
 from bcg_ros import motion as motion_mod
-from bcg_ros.eval import metrics
+from bcg_ros.eval import metrics, render
 from bcg_ros.eval.policy import load_policy, Policy
-from bcg_ros.eval.rollout import Baseline, Run, run_all, RolloutConfig, StepView
+from bcg_ros.eval.render import Media, RenderConfig
+from bcg_ros.eval.rollout import Baseline, num_steps, Run, run_all, RolloutConfig, StepView
 from bcg_ros.motion import Motion
 from bcg_ros.robot import model as g1_model
 
@@ -49,6 +50,8 @@ class EvalConfig:
     baselines: Tuple[str, ...] = Baseline.NAMES
     """Open-loop baselines run on the same model, seeds and gains when there is a motion:
     'stand' (the PD holds the default pose), 'replay' (the reference joints fed to the PD)."""
+    render: RenderConfig = field(default_factory=RenderConfig)
+    """Pictures of the policy's MuJoCo runs: a filmstrip PNG each, a video on request."""
 
     def __post_init__(self):
         """Reject what cannot run, naming the field."""
@@ -82,6 +85,8 @@ class Evaluation:
     jax: Optional[Dict] = None
     """The training simulator's judgement (EvalConfig.sims has 'jax'): 'summary', 'runs'
     (per-run metrics) and 'contact_k'."""
+    media: Optional[Media] = None
+    """Filmstrips and videos of the policy's MuJoCo runs (EvalConfig.render), not yet saved."""
 
     def to_dict(self) -> Dict:
         """Return the JSON form: config, provenance, per-run and summary metrics."""
@@ -93,7 +98,8 @@ class Evaluation:
                 'control_dt': self.policy.contract.control_dt,
                 'sim_dt': self.runs[0].sim_dt if self.runs else None,
                 'added_floor': self.added_floor, 'config': cfg, 'summary': self.summary,
-                'baselines': self.baselines, 'jax': self.jax, 'runs': self.per_run}
+                'baselines': self.baselines, 'jax': self.jax, 'runs': self.per_run,
+                'media': self.media.to_dict() if self.media is not None else None}
 
 
 def resolve_motion(spec: Union[str, Motion, None], control_dt: float) -> Optional[Motion]:
@@ -125,8 +131,16 @@ def evaluate(config: EvalConfig, motion: Union[str, Motion, None] = None,
     if mot is None and policy.contract.uses_reference:
         raise ct.ContractError(f'{policy.path}: the policy observes a reference motion; '
                                'give one (EvalConfig.motion / --motion)')
-    runs = run_all(policy, g, config.runs, config.rollout, mot, config.command, on_step,
-                   progress)
+    dt = policy.contract.control_dt
+    rec = (render.Recorder(g, mot, num_steps(dt, config.rollout, mot), dt, config.rollout.seed,
+                           config.render) if config.render.enabled else None)
+    try:
+        runs = run_all(policy, g, config.runs, config.rollout, mot, config.command,
+                       render.chain(rec, on_step), progress)
+        media = rec.finish() if rec is not None else None
+    finally:
+        if rec is not None:
+            rec.close()
     velocity = policy.is_velocity_policy and mot is None
     ref_body = motion_mod.body_positions(mot, g) if mot is not None else None
 
@@ -159,7 +173,7 @@ def evaluate(config: EvalConfig, motion: Union[str, Motion, None] = None,
             zip(config.command, (policy.command_ranges.get(k, (-np.inf, np.inf))
                                  for k in ('lin_vel_x', 'lin_vel_y', 'ang_vel_z'))))
     return Evaluation(config, policy, str(g.path), mot, runs, per_run, summary, baselines,
-                      bool(getattr(g, 'added_floor', False)), jax_result)
+                      bool(getattr(g, 'added_floor', False)), jax_result, media)
 
 
 def model_label(path: Union[str, pathlib.Path]) -> str:

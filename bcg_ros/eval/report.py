@@ -22,6 +22,31 @@ def _fmt(v, digits: int = 2) -> str:
     return f'{float(v):.{digits}f}'
 
 
+def _media_lines(result: Mapping) -> List[str]:
+    """Return the report's pictures of the runs: a filmstrip per run, links to the videos."""
+    media = result.get('media')
+    if not media:
+        return []
+    render = (result.get('config') or {}).get('render') or {}
+    lines = ['', '## Motion']
+    if media.get('filmstrips'):
+        legend = ['Each run at evenly spaced times, the camera on the pelvis']
+        if render.get('ghost', True) and result.get('motion'):
+            legend.append('translucent blue: the reference pose of that frame')
+        if render.get('contacts', True):
+            legend.append('yellow discs and red arrows: MuJoCo\'s contact points and contact '
+                          f'forces (an arrow {render.get("force_scale", 1.0):g} m long is the '
+                          'robot\'s weight)')
+        lines += ['', '; '.join(legend) + '.']
+        for name in media['filmstrips']:
+            lines += ['', f'![{name}]({name})']
+    if media.get('videos'):
+        lines += ['', 'Videos: ' + ', '.join(f'[{v}]({v})' for v in media['videos'])]
+    if media.get('note'):
+        lines += ['', f'Not drawn: {media["note"]}']
+    return lines
+
+
 def markdown(result: Mapping) -> str:
     """Render a Markdown report of one evaluation's JSON form (``Evaluation.to_dict()``)."""
     s = result['summary']
@@ -65,6 +90,7 @@ def markdown(result: Mapping) -> str:
     if s.get('train_penetration_mm') is None:
         lines += ['', 'delta-d needs the training simulator\'s penetration depth '
                   '(ONNX metadata `bcg_ros.train_penetration_mm`); this policy has none.']
+    lines += _media_lines(result)
     lines += ['', 'Plots: ' + ', '.join(f'![{p}]({p})' for p in PLOTS), '']
     return '\n'.join(lines)
 
@@ -125,7 +151,7 @@ def plot(evaluation, out_dir: pathlib.Path) -> List[pathlib.Path]:
 
 
 def write(evaluation, out_dir: Union[str, pathlib.Path], plots: bool = True) -> Dict:
-    """Write ``result.json``, ``report.md`` and the plots to ``out_dir``; return the JSON form."""
+    """Write ``result.json``, ``report.md``, plots and pictures to ``out_dir``; return the JSON."""
     out_dir = pathlib.Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     result = evaluation.to_dict()
@@ -133,6 +159,8 @@ def write(evaluation, out_dir: Union[str, pathlib.Path], plots: bool = True) -> 
     (out_dir / 'report.md').write_text(markdown(result))
     if plots:
         plot(evaluation, out_dir)
+    if getattr(evaluation, 'media', None) is not None:
+        evaluation.media.save(out_dir)
     return result
 
 

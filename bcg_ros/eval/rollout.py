@@ -293,6 +293,19 @@ def _divergence(m: mujoco.MjModel, d: mujoco.MjData, bad_qacc: int) -> str:
     return ''
 
 
+def num_steps(control_dt: float, config: RolloutConfig, motion: Optional[Motion]) -> int:
+    """
+    Control steps a run lasts unless it ends early.
+
+    With ``motion`` (at the control rate): its frames less one, at most
+    ``config.duration``; without: ``config.duration`` or ``velocity_duration``.
+    """
+    if motion is not None:
+        n = motion.num_frames - 1
+        return min(n, int(round(config.duration / control_dt))) if config.duration > 0 else n
+    return int(round((config.duration or config.velocity_duration) / control_dt))
+
+
 def run_once(policy: Union[Policy, Baseline], g: G1Model, seed: int,
              config: RolloutConfig = RolloutConfig(), motion: Optional[Motion] = None,
              command: Sequence[float] = (0.0, 0.0, 0.0),
@@ -309,12 +322,7 @@ def run_once(policy: Union[Policy, Baseline], g: G1Model, seed: int,
     dt, n_sub = physics_dt(c.control_dt, base_dt, sim_dt if native else min(sim_dt, pd.PD_DT))
     if motion is not None:
         motion = motion_mod.resample(motion, 1.0 / c.control_dt)
-        n_steps = motion.num_frames - 1
-        if config.duration > 0:
-            n_steps = min(n_steps, int(round(config.duration / c.control_dt)))
-    else:
-        dur = config.duration or config.velocity_duration
-        n_steps = int(round(dur / c.control_dt))
+    n_steps = num_steps(c.control_dt, config, motion)
     d = mujoco.MjData(m)
     qadr, vadr, ids = g.qpos_adr, g.qvel_adr, policy.motor_ids
     # Targets and gains of all 29 motors; joints the policy does not drive hold the default pose.
