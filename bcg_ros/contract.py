@@ -28,6 +28,14 @@ from bcg_ros.robot import g1
 
 METADATA_KEY = 'bcg_ros.contract'
 """ONNX metadata_props key under which the contract is stored as JSON."""
+TRAIN_PENETRATION_KEY = 'bcg_ros.train_penetration_mm'
+"""ONNX metadata key: mean foot penetration depth [mm] the trainer measured in its simulator."""
+CONTACT_K_KEY = 'bcg_ros.contact_k'
+"""ONNX metadata key: contact stiffness k of the simulator the policy was trained in."""
+TRAIN_CONFIG_KEY = 'bcg_ros.train_config'
+"""ONNX metadata key: the whole training configuration as JSON (bcg-train --config reads it)."""
+TRAIN_COMMAND_KEY = 'bcg_ros.train_command'
+"""ONNX metadata key: the command line that trained the policy, as a JSON list."""
 CONTRACT_VERSION = 2
 """2: ``action_residual`` (targets around the reference); version 1 files still load."""
 REF_FUTURE = 3

@@ -104,4 +104,25 @@ def test_resume_with_another_configuration_names_the_field(tmp_path):
     assert first.returncode == 0, first.stdout + first.stderr
     other = _train(out, ['--set', 'run.iterations=3', '--set', 'shac.actor_lr=1e-4'])
     assert other.returncode == 2
-    assert 'shac.actor_lr' in other.stdout
+    assert 'bcg-train: error:' in other.stderr and 'shac.actor_lr' in other.stderr
+
+
+def test_export_only_writes_the_policy_with_its_provenance(tmp_path):
+    from bcg_ros import contract as ct
+    from bcg_ros.train import export
+    out = tmp_path / 'run'
+    missing = _train(out, ['--export-only'])
+    assert missing.returncode == 2 and 'no checkpoint to export' in missing.stderr
+    first = _train(out, ['--set', 'run.iterations=2'])
+    assert first.returncode == 0, first.stdout + first.stderr
+    assert not (out / 'policy.onnx').exists()
+    again = _train(out, ['--set', 'run.iterations=2', '--set', 'run.export=true',
+                         '--export-only'])
+    assert again.returncode == 0, again.stdout + again.stderr
+    meta = export.read_metadata(out / 'policy.onnx')
+    cfg = json.loads(meta[ct.TRAIN_CONFIG_KEY])
+    assert cfg['run']['env'] == 'toy' and cfg['run']['iterations'] == 2
+    command = json.loads(meta[ct.TRAIN_COMMAND_KEY])
+    # The command that trained it, not the one that exported it.
+    assert command[0] == 'bcg-train' and '--export-only' not in command
+    assert meta['bcg_ros.iteration'] == '2' and float(meta[ct.CONTACT_K_KEY]) == 300.0

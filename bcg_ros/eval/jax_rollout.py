@@ -16,15 +16,13 @@ from typing import List, Optional, Sequence, Union
 
 import numpy as np
 
+from bcg_ros import contract as ct
 from bcg_ros import motion as motion_mod
 from bcg_ros.eval.policy import Policy
 from bcg_ros.eval.rollout import (Baseline, Controller, make_run, MAX_SPEED, ROW_SHAPES,
                                   RolloutConfig, Run)
 from bcg_ros.motion import Motion
 from bcg_ros.robot import g1
-
-K_KEY = 'bcg_ros.contact_k'
-"""ONNX metadata key: contact stiffness k of the simulator the policy was trained in."""
 
 
 @functools.lru_cache(maxsize=4)
@@ -48,7 +46,7 @@ def contact_k(policy: Union[Policy, Baseline], default: float = 300.0) -> float:
     """The contact stiffness the policy was trained at (its metadata), else ``default``."""
     meta = getattr(policy, 'metadata', None) or {}
     try:
-        return float(meta.get(K_KEY, default))
+        return float(meta.get(ct.CONTACT_K_KEY, default))
     except ValueError:
         return default
 

@@ -22,8 +22,7 @@ import yaml
 from bcg_ros import contract as ct
 from bcg_ros.robot import g1
 
-TRAIN_PENETRATION_KEY = 'bcg_ros.train_penetration_mm'
-"""ONNX metadata key: mean foot penetration depth [mm] the trainer measured in its simulator."""
+TRAIN_PENETRATION_KEY = ct.TRAIN_PENETRATION_KEY
 
 BEYONDMIMIC_KEYS = ('anchor_body_name', 'observation_names', 'joint_names')
 """Metadata keys by which a BeyondMimic-style ONNX export is recognised."""

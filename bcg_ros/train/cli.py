@@ -26,12 +26,14 @@ persistent cache (:mod:`bcg_ros.jax_cache`) makes later runs start in seconds.
 
 import argparse
 import json
+import pathlib
+import sys
 from typing import Optional, Sequence
 
 from bcg_ros.train import report
 from bcg_ros.train.config import (ConfigError, PRESETS, config_to_dict, make_config,
                                   parse_set)
-from bcg_ros.train.trainer import Trainer
+from bcg_ros.train.trainer import CHECKPOINT, Trainer
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -48,12 +50,21 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument('--out', default='runs/train', help='output folder (default runs/train)')
     p.add_argument('--fresh', action='store_true',
                    help='ignore a checkpoint in the output folder and start over')
+    p.add_argument('--export-only', action='store_true',
+                   help='export (and evaluate) the checkpoint in --out as it stands, without '
+                        'training; the configuration must be the one it was trained with')
     p.add_argument('--print-config', action='store_true',
                    help='print the resolved configuration as JSON and exit')
     p.add_argument('--compare', nargs='+', metavar='RUN_DIR', default=None,
                    help='print the env samples each finished run needed to reach each '
                         'E_track level, side by side, and exit')
     return p
+
+
+def _error(exc) -> int:
+    """Print ``bcg-train: error: ...`` to stderr; the exit status of a usage error."""
+    print(f'bcg-train: error: {exc}', file=sys.stderr)
+    return 2
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
@@ -63,8 +74,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         try:
             print(report.compare_table(args.compare))
         except ConfigError as exc:
-            print(f'bcg-train: {exc}')
-            return 2
+            return _error(exc)
         return 0
     try:
         overrides = parse_set(args.overrides)
@@ -72,22 +82,24 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             overrides['g1.motion'] = args.motion
         cfg = make_config(args.preset, args.config, overrides)
     except ConfigError as exc:
-        print(f'bcg-train: {exc}')
-        return 2
+        return _error(exc)
     if args.print_config:
         print(json.dumps(config_to_dict(cfg), indent=2))
         return 0
     from bcg_ros.jax_cache import enable_compilation_cache
     enable_compilation_cache()
+    if args.export_only and not (pathlib.Path(args.out) / CHECKPOINT).is_file():
+        return _error(f'{pathlib.Path(args.out) / CHECKPOINT}: no checkpoint to export')
     try:
-        trainer = Trainer(cfg, args.out, resume=not args.fresh)
-    except ConfigError as exc:
-        print(f'bcg-train: {exc}')
-        return 2
-    try:
-        trainer.run()
-    except KeyboardInterrupt:
-        return 130
+        trainer = Trainer(cfg, args.out, resume=not args.fresh,
+                          command=['bcg-train'] + list(sys.argv[1:] if argv is None else argv))
+    except ValueError as exc:   # ConfigError, or a motion file that does not load
+        return _error(exc)
+    if not args.export_only:
+        try:
+            trainer.run()
+        except KeyboardInterrupt:
+            return 130
     summary = trainer.finish()
     last = summary['last_10_iterations']
     print(f'iterations {summary["iterations"]}, samples {summary["samples"]}, '

@@ -21,13 +21,13 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
+from bcg_ros import contract as ct
 from bcg_ros.core import networks
 from bcg_ros.train.checkpoint import atomic_write
 
 OPSET = 17
 """LayerNormalization is an ONNX operator from opset 17."""
-PENETRATION_KEY = 'bcg_ros.train_penetration_mm'
-"""Metadata key of the training simulator's mean foot penetration [mm]."""
+PENETRATION_KEY = ct.TRAIN_PENETRATION_KEY
 
 
 def build_model(actor, obs_norm: networks.Normalizer, obs_clip: float,

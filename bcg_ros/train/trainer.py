@@ -10,6 +10,7 @@ the end policy.onnx, summary.json and the MuJoCo evaluation. Shared by
 """
 
 import dataclasses
+import json
 import math
 import pathlib
 import threading
@@ -18,6 +19,7 @@ from typing import Any, Callable, Dict, List, Optional, Union
 
 import numpy as np
 
+from bcg_ros import contract as ct
 from bcg_ros.core import ppo as ppo_mod
 from bcg_ros.core import shac as shac_mod
 from bcg_ros.train import checkpoint, report
@@ -62,14 +64,21 @@ class Trainer:
     """
 
     def __init__(self, cfg: TrainConfig, out_dir: Union[str, pathlib.Path], resume: bool = True,
-                 log: Callable[[str], None] = print):
-        """Build env and learner, and resume from ``out_dir``'s checkpoint when it has one."""
+                 log: Callable[[str], None] = print, command: Optional[List[str]] = None):
+        """
+        Build env and learner, and resume from ``out_dir``'s checkpoint when it has one.
+
+        ``command``: the command line that started the run, recorded in the exported
+        policy's metadata beside the configuration, so the policy can be retrained (a
+        resumed run keeps the command of its checkpoint).
+        """
         import jax
 
         self.cfg = cfg
         self.out = pathlib.Path(out_dir)
         self.out.mkdir(parents=True, exist_ok=True)
         self.log = log
+        self.command = list(command) if command else None
         self.lock = threading.Lock()
         self.env = make_env(cfg)
         self.algo, self.algo_cfg = learner(cfg)
@@ -95,6 +104,8 @@ class Trainer:
             key = np.asarray(meta['key'], np.uint32)
             self.history = meta.get('history', [])
             self.wall_before = float(meta.get('wall_s', 0.0))
+            # The command that started the run stays the one recorded, across resumes.
+            self.command = meta.get('command') or self.command
             log(f'resumed from {ck} at iteration {meta["iteration"]}')
         # history.jsonl restarts from what the checkpoint knows: iterations run after the
         # last checkpoint of a killed run are run again and must not appear twice.
@@ -201,7 +212,8 @@ class Trainer:
             state, key, history = self.state, self.key, list(self.history)
         meta = {'iteration': int(state.iteration), 'key': np.asarray(key).tolist(),
                 'config': config_to_dict(self.cfg), 'history': history, 'wall_s': self.wall_s,
-                'samples': int(state.iteration) * self.samples_per_iteration}
+                'samples': int(state.iteration) * self.samples_per_iteration,
+                'command': self.command}
         return checkpoint.save(self.out / CHECKPOINT, state, meta)
 
     def train_penetration_mm(self) -> float:
@@ -219,7 +231,12 @@ class Trainer:
                              self.train_penetration_mm(),
                              {'bcg_ros.algorithm': self.cfg.run.algo,
                               'bcg_ros.iteration': str(self.iteration),
-                              'bcg_ros.env': self.cfg.run.env})
+                              'bcg_ros.env': self.cfg.run.env,
+                              'bcg_ros.samples': str(self.iteration * self.samples_per_iteration),
+                              ct.CONTACT_K_KEY: repr(float(self.cfg.g1.sim.contact.k)),
+                              ct.TRAIN_CONFIG_KEY: json.dumps(config_to_dict(self.cfg),
+                                                              sort_keys=True),
+                              ct.TRAIN_COMMAND_KEY: json.dumps(self.command or [])})
 
     def write_curves(self) -> Optional[pathlib.Path]:
         """Write curves.png: reward and E_track against iterations, samples and wall-clock."""
