@@ -12,6 +12,7 @@ CONSOLE_SCRIPTS = [
     'policy_node = bcg_ros.nodes.policy_node:main',
     'g1_sim_node = bcg_ros.nodes.g1_sim_node:main',
     'bcg-eval = bcg_ros.eval.cli:main',
+    'bcg-motion = bcg_ros.motion_cli:main',
     'evaluator_node = bcg_ros.nodes.evaluator_node:main',
     'state_bridge_node = bcg_ros.nodes.state_bridge_node:main',
     'bcg-train = bcg_ros.train:main',

@@ -24,7 +24,7 @@ messages also give the 1-based line number an editor shows.
 
 import pathlib
 from dataclasses import dataclass
-from typing import List, Optional, Sequence, Tuple, Union
+from typing import Dict, List, Optional, Sequence, Tuple, Union
 
 import mujoco
 import numpy as np
@@ -670,6 +670,69 @@ def stance_slide(spheres: np.ndarray) -> np.ndarray:
         d = np.linalg.norm(spheres[t, :, :2] - start, axis=-1)
         slide[t] = np.where(touching[t], d, 0.0)
     return slide
+
+
+def motion_stats(motion: Motion, robot=None) -> Dict[str, float]:
+    """
+    Return figures that say how much, and how, a motion moves.
+
+    Keys, in this order:
+
+    - ``duration_s``;
+    - ``root_travel_m``: horizontal path length of the root (pelvis);
+      ``net_displacement_m``: horizontal distance from its first to its last
+      position; ``max_root_rise_m``: highest root height above frame 0's;
+    - ``flight_phases``, ``longest_flight_s``, ``shortest_flight_s`` (0 without
+      one), ``total_flight_s``: runs of frames in which the lowest point of every
+      foot sphere is above CONTACT_HEIGHT (both feet off the floor), a frame
+      counting 1 / fps;
+    - ``max_foot_height_m``: the highest either foot's lowest sphere point gets;
+      ``touchdowns``: how often a foot comes back down (its lowest sphere point
+      from above CONTACT_HEIGHT to below it), i.e. steps, landings and kicks;
+    - ``yaw_accumulated_deg``: summed absolute change of the pelvis heading (the
+      yaw of its x axis); ``yaw_net_deg``: last heading minus the first;
+    - ``peak_joint_speed``: largest joint speed as a fraction of that motor's
+      rated speed; ``peak_joint_acc``: largest joint acceleration [rad/s^2], from
+      consecutive joint velocities;
+    - ``stand_still_cm``: key-point E_track of standing still, i.e. the mean over
+      frames and key points of the distance between the clip's key points and
+      those of frame 0, which a robot holding frame 0's pose keeps [cm].
+
+    Foot spheres come from :func:`forward_kinematics` on ``robot`` (the project's
+    model when None).
+    """
+    _, spheres = forward_kinematics(motion.root_pos, motion.root_quat, motion.joint_pos, robot)
+    bottom = spheres[..., 2] - g1.FOOT_SPHERE_RADIUS
+    airborne = bottom.min(axis=1) > CONTACT_HEIGHT
+    edges = np.diff(np.concatenate([[0], airborne.astype(int), [0]]))
+    flights = (np.flatnonzero(edges < 0) - np.flatnonzero(edges > 0)) / motion.fps
+    feet = [bottom[:, [s for s, (b, _) in enumerate(g1.FOOT_SPHERES) if b == foot]].min(axis=1)
+            for foot in g1.FOOT_BODIES]
+    down = [f < CONTACT_HEIGHT for f in feet]
+    xy = motion.root_pos[:, :2]
+    q = motion.root_quat
+    yaw = np.unwrap(np.arctan2(2.0 * (q[:, 0] * q[:, 3] + q[:, 1] * q[:, 2]),
+                               1.0 - 2.0 * (q[:, 2] ** 2 + q[:, 3] ** 2)))
+    acc = np.abs(np.diff(motion.joint_vel, axis=0)) * motion.fps
+    return {
+        'duration_s': motion.duration,
+        'root_travel_m': float(np.linalg.norm(np.diff(xy, axis=0), axis=-1).sum()),
+        'net_displacement_m': float(np.linalg.norm(xy[-1] - xy[0])),
+        'max_root_rise_m': float(motion.root_pos[:, 2].max() - motion.root_pos[0, 2]),
+        'flight_phases': int(len(flights)),
+        'longest_flight_s': float(flights.max(initial=0.0)),
+        'shortest_flight_s': float(flights.min(initial=np.inf)) if len(flights) else 0.0,
+        'total_flight_s': float(flights.sum()),
+        'max_foot_height_m': float(np.max(feet)),
+        'touchdowns': int(sum(np.sum(d[1:] & ~d[:-1]) for d in down)),
+        'yaw_accumulated_deg': float(np.degrees(np.abs(np.diff(yaw)).sum())),
+        'yaw_net_deg': float(np.degrees(yaw[-1] - yaw[0])),
+        'peak_joint_speed': float((np.abs(motion.joint_vel)
+                                   / np.asarray(g1.VELOCITY_LIMIT)).max()),
+        'peak_joint_acc': float(acc.max(initial=0.0)),
+        'stand_still_cm': float(np.linalg.norm(motion.key_pos - motion.key_pos[:1],
+                                               axis=-1).mean() * 100.0),
+    }
 
 
 # ADD features.

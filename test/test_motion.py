@@ -290,23 +290,23 @@ def test_builtin_clip_is_kinematically_valid(builtins, robot, name):
 
 def test_builtin_clips_move_as_their_names_say(builtins, robot):
     stand = builtins['run'].root_pos[0, 2]
-    # Run: a jog around 1-1.5 m/s with flight phases (no foot on the floor).
+    # Run: around 1.5-2 m/s with flight phases (no foot on the floor).
     run = builtins['run']
     _, spheres = M.forward_kinematics(run.root_pos, run.root_quat, run.joint_pos, robot)
     airborne = (spheres[..., 2] - g1.FOOT_SPHERE_RADIUS).min(axis=1) > M.CONTACT_HEIGHT
-    assert 1.0 <= np.abs(run.root_lin_vel[:, 0]).max() <= 1.5
-    assert airborne.sum() >= 5 and run.root_pos[-1, 0] > 2.0
+    assert 1.5 <= np.abs(run.root_lin_vel[:, 0]).max() <= 2.0
+    assert airborne.sum() >= 5 and run.root_pos[-1, 0] > 3.0
     # Jump: 10-20 cm of root rise, both feet off the floor at the top.
     jump = builtins['jump']
     assert 0.10 <= jump.root_pos[:, 2].max() - stand <= 0.20
     _, spheres = M.forward_kinematics(jump.root_pos, jump.root_quat, jump.joint_pos, robot)
     top = int(np.argmax(jump.root_pos[:, 2]))
     assert (spheres[top, :, 2] - g1.FOOT_SPHERE_RADIUS).min() > 0.05
-    # Fight and dance: feet never leave the floor; the wrists travel.
+    # Fight and dance: they step (a foot off the floor) and the wrists travel.
     for name in ('fight', 'dance'):
         m = builtins[name]
         _, spheres = M.forward_kinematics(m.root_pos, m.root_quat, m.joint_pos, robot)
-        assert np.abs(spheres[..., 2] - g1.FOOT_SPHERE_RADIUS).max() < 1e-6
+        assert (spheres[..., 2] - g1.FOOT_SPHERE_RADIUS).max() > 0.05
         wrists = m.key_pos[:, 3:5]
         assert np.ptp(wrists, axis=0).max() > 0.25
     # A punch reaches at least 30 cm ahead of the pelvis.
