@@ -694,14 +694,14 @@ def motion_stats(motion: Motion, robot=None) -> Dict[str, float]:
     - ``peak_joint_speed``: largest joint speed as a fraction of that motor's
       rated speed; ``peak_joint_acc``: largest joint acceleration [rad/s^2], from
       consecutive joint velocities;
-    - ``stand_still_cm``: key-point E_track of standing still, i.e. the mean over
-      frames and key points of the distance between the clip's key points and
-      those of frame 0, which a robot holding frame 0's pose keeps [cm].
+    - ``stand_still_cm``: the E_track of standing still (:func:`tracking_error`
+      over all bodies, frame 0's pose held against every frame) [cm].
 
     Foot spheres come from :func:`forward_kinematics` on ``robot`` (the project's
     model when None).
     """
     _, spheres = forward_kinematics(motion.root_pos, motion.root_quat, motion.joint_pos, robot)
+    bodies = body_positions(motion, robot)
     bottom = spheres[..., 2] - g1.FOOT_SPHERE_RADIUS
     airborne = bottom.min(axis=1) > CONTACT_HEIGHT
     edges = np.diff(np.concatenate([[0], airborne.astype(int), [0]]))
@@ -730,8 +730,7 @@ def motion_stats(motion: Motion, robot=None) -> Dict[str, float]:
         'peak_joint_speed': float((np.abs(motion.joint_vel)
                                    / np.asarray(g1.VELOCITY_LIMIT)).max()),
         'peak_joint_acc': float(acc.max(initial=0.0)),
-        'stand_still_cm': float(np.linalg.norm(motion.key_pos - motion.key_pos[:1],
-                                               axis=-1).mean() * 100.0),
+        'stand_still_cm': float(tracking_error(bodies[:1], bodies).mean() * 100.0),
     }
 
 
