@@ -26,7 +26,8 @@ def env():
                       bcg=bcg_mod.BCGConfig(enabled=False), residual=True,
                       imitation=ImitationRewardConfig(pose_weight=1.0, joint_vel_weight=1.0,
                                                       key_weight=1.0, root_weight=1.0,
-                                                      root_vel_weight=1.0))
+                                                      root_vel_weight=1.0),
+                      privileged_critic=True)
     e = G1Env(cfg)
     e.jit_step = jax.jit(e.step)
     e.jit_reset = jax.jit(e.reset)
@@ -155,3 +156,21 @@ def test_residual_targets_and_dense_terms(env):
     np.testing.assert_allclose(c.action_to_targets(np.zeros(29, np.float32), ref=ref),
                                np.asarray(env.motion.joint_pos[int(st.frame[0]) + 1]),
                                atol=1e-6)
+
+
+def test_privileged_critic_terms(env):
+    from bcg_ros.core.g1_env import PRIVILEGED_SIZE
+    st = env.jit_reset(jax.random.PRNGKey(10))
+    cobs = np.asarray(env.critic_observe(st))
+    assert env.critic_obs_size == env.obs_size + PRIVILEGED_SIZE
+    assert cobs.shape == (2, env.critic_obs_size)
+    np.testing.assert_allclose(cobs[:, :env.obs_size], np.asarray(env.observe(st)), rtol=1e-6)
+    priv = cobs[:, env.obs_size:]
+    qpos = np.asarray(st.bcg.sim.qpos)
+    np.testing.assert_allclose(priv[:, 0], qpos[:, 2], rtol=1e-6)
+    np.testing.assert_allclose(priv[:, -1], np.asarray(st.frame) / (env.num_frames - 1),
+                               rtol=1e-6)
+    # Started on the reference: no position or heading error yet (up to the joint noise).
+    assert np.abs(priv[:, 4:8]).max() < 1e-4
+    _, out = env.jit_step(st, jnp.zeros((2, env.action_size)), jax.random.PRNGKey(11))
+    assert out.info['terminal_critic_obs'].shape == (2, env.critic_obs_size)

@@ -116,3 +116,37 @@ def test_shac_with_add_reward_only_tracks():
         e.append(float(m['e_track']))
     first, last = np.mean(e[:5]), np.mean(e[-5:])
     assert last < 0.5 * first, f'E_track {first:.1f} -> {last:.1f} cm'
+
+
+class _PrivilegedToy(toy_env.ToyEnv):
+    """The toy env with a critic that also sees its observation squared (3 more values)."""
+
+    @property
+    def critic_obs_size(self):
+        return self.obs_size + 3
+
+    def critic_observe(self, state):
+        obs = self.observe(state)
+        return jnp.concatenate([obs, obs[:, :3] ** 2], -1)
+
+    def step(self, state, action, key):
+        nxt, out = super().step(state, action, key)
+        info = dict(out.info, terminal_critic_obs=jnp.concatenate(
+            [out.info['terminal_obs'], out.info['terminal_obs'][:, :3] ** 2], -1))
+        return nxt, type(out)(out.obs, out.reward, out.done, info)
+
+
+def test_privileged_critic_reads_its_own_input():
+    from bcg_ros.core import ppo
+    env = _PrivilegedToy(toy_env.ToyEnvConfig(num_envs=8))
+    st = shac.init(SMALL, NO_ADD, env, jax.random.PRNGKey(0))
+    assert st.critic[0]['w'].shape[1] == env.obs_size + 3 != env.obs_size   # [ens, in, out]
+    assert st.critic_norm.mean.shape == (env.obs_size + 3,)
+    _, (_, data) = shac._rollout(st.actor, st, jax.random.PRNGKey(1), SMALL, NO_ADD, env)
+    assert data['cobs'].shape == (SMALL.horizon, 8, env.obs_size + 3)
+    st2, m = jax.jit(shac.make_iterate(SMALL, NO_ADD, env, 10))(st, jax.random.PRNGKey(2))
+    assert np.isfinite(float(m['critic_loss']))
+    assert not np.allclose(np.asarray(st2.critic_norm.mean), 0.0)
+    pst = ppo.init(ppo.PPOConfig(horizon=8, actor_hidden=(16,), critic_hidden=(16,)), NO_ADD,
+                   env, jax.random.PRNGKey(0))
+    assert pst.critic[0]['w'].shape[1] == env.obs_size + 3

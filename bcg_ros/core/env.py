@@ -27,6 +27,13 @@ Info keys every environment provides, each ``[B]`` unless stated:
 
 Optional: ``metrics``, a dict of further per-env diagnostics ``[B]`` (constants
 for gradients); the learners log the batch mean of each under its own name.
+
+Optional, a privileged critic: an env with ``critic_obs_size`` and
+``critic_observe(state)`` gives its critic more than the policy sees (state a
+robot cannot measure, e.g. the base velocity or the error to the reference),
+and ``info['terminal_critic_obs']`` for the bootstrap. The learners read both
+through :func:`critic_obs_size`, :func:`critic_observe` and
+:func:`terminal_critic_obs`, which fall back to the policy's observation.
 """
 
 from dataclasses import dataclass
@@ -87,3 +94,20 @@ def check_env(env: Env) -> None:
         if not hasattr(env, name):
             raise TypeError(f'{type(env).__name__} is not a bcg_ros.core.env.Env: '
                             f'it has no attribute {name!r}')
+
+
+def critic_obs_size(env) -> int:
+    """Length of the critic's input: ``env.critic_obs_size``, else the policy's."""
+    return int(getattr(env, 'critic_obs_size', env.obs_size))
+
+
+def critic_observe(env, state) -> jax.Array:
+    """The critic's input ``[B, critic_obs_size]`` of a state (the observation by default)."""
+    fn = getattr(env, 'critic_observe', None)
+    return fn(state) if fn is not None else env.observe(state)
+
+
+def terminal_critic_obs(env, info: Dict[str, jax.Array]) -> jax.Array:
+    """The critic's input at the states episodes ended in (``terminal_obs`` by default)."""
+    return info['terminal_critic_obs'] if 'terminal_critic_obs' in info \
+        else info['terminal_obs']

@@ -63,6 +63,11 @@ class DomainRandConfig:
     """Largest horizontal velocity change of a push [m/s], uniform per axis."""
 
 
+PRIVILEGED_SIZE = 9
+"""Privileged critic terms: root height, base linear velocity (3), root position error
+to the reference in the base frame (3), heading error 1 - <q, q_ref>^2, clip phase."""
+
+
 @dataclass(frozen=True)
 class ImitationRewardConfig:
     """
@@ -116,6 +121,9 @@ class G1EnvConfig:
     default pose."""
     imitation: ImitationRewardConfig = field(default_factory=ImitationRewardConfig)
     """Dense tracking reward terms beside ADD."""
+    privileged_critic: bool = False
+    """The critic also sees what the robot cannot measure: root height, base linear
+    velocity, the root's position and heading error to the reference, the clip phase."""
     random_start: bool = True
     """Start episodes at a random frame of the clip (else at frame 0)."""
     min_remaining: int = 16
@@ -207,6 +215,8 @@ class G1Env:
             raise ValueError(f'motion {m.name!r}: {self.num_frames} frames, too short to imitate')
         self.episode_length = (config.episode_length or self.num_frames - 1)
         self.obs_size = self._contract.obs_size
+        self.critic_obs_size = self.obs_size + (PRIVILEGED_SIZE if config.privileged_critic
+                                                else 0)
         self.action_size = g1.NUM_JOINTS
         self.add_size = motion_mod.FEATURE_SIZE
 
@@ -321,6 +331,24 @@ class G1Env:
         """Return the policy input ``[B, obs_size]`` (history flattened, oldest first)."""
         return jax.vmap(lambda h: ct.flatten(h, jnp))(s.history)
 
+    def _privileged(self, qpos, qvel, frame):
+        """One env's privileged critic terms (PRIVILEGED_SIZE values)."""
+        quat = qpos[3:7]
+        v_base = ct.quat_rotate_inverse(quat, qvel[0:3], jnp)
+        ref = self.ref_qpos[frame]
+        dpos = ct.quat_rotate_inverse(quat, ref[0:3] - qpos[0:3], jnp)
+        dot = jnp.sum(quat * ref[3:7])
+        phase = frame.astype(qpos.dtype) / (self.num_frames - 1)
+        return jnp.concatenate([qpos[2:3], v_base, dpos, (1.0 - dot ** 2)[None], phase[None]])
+
+    def critic_observe(self, s: G1State):
+        """Return the critic's input: the observation, plus privileged terms when enabled."""
+        obs = self.observe(s)
+        if not self.config.privileged_critic:
+            return obs
+        b = s.bcg.sim
+        return jnp.concatenate([obs, jax.vmap(self._privileged)(b.qpos, b.qvel, s.frame)], -1)
+
     def _physics(self, s: G1State, targets, key):
         """Advance the (randomised) simulator under BCG; return the BCG state and info."""
         cfg = self.config.bcg
@@ -381,6 +409,7 @@ class G1Env:
         history = jax.vmap(lambda h, f: ct.push_history(h, f, jnp))(s.history, frames)
         nxt = G1State(b, t, frame, action, history, s.dr)
         terminal_obs = self.observe(nxt)
+        terminal_critic_obs = self.critic_observe(nxt)
         fresh = self._fresh(k_reset)
         nxt = jax.tree.map(
             lambda a, f: jnp.where(done.reshape((-1,) + (1,) * (a.ndim - 1)) > 0, f, a),
@@ -397,6 +426,7 @@ class G1Env:
         # it counts at the termination bound, and in diverged_rate.
         e_track = 100.0 * jnp.where(diverged, c.max_track_error, body_err)
         info = {'terminated': terminated, 'truncated': truncated, 'terminal_obs': terminal_obs,
+                'terminal_critic_obs': terminal_critic_obs,
                 'add_delta': delta, 'e_track': e_track,
                 'bundle': binfo.bundled.astype(qpos.dtype),
                 'penetration_mm': jax.lax.stop_gradient(pen_mm),

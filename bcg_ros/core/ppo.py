@@ -16,6 +16,7 @@ import jax.numpy as jnp
 import optax
 
 from bcg_ros.core import add as add_mod
+from bcg_ros.core import env as env_mod
 from bcg_ros.core import networks
 
 
@@ -69,6 +70,8 @@ class PPOState:
     """A single critic, stacked as an ensemble of one (shared helpers with SHAC)."""
     opt_state: optax.OptState
     obs_norm: networks.Normalizer
+    critic_norm: networks.Normalizer
+    """Running normaliser of the critic's input (privileged when the env has one)."""
     add: add_mod.ADDState
     env_state: object
     iteration: jax.Array
@@ -84,9 +87,10 @@ def init(cfg: PPOConfig, add_cfg: add_mod.ADDConfig, env, key) -> PPOState:
     k_actor, k_critic, k_add, k_env = jax.random.split(key, 4)
     actor = networks.policy_init(k_actor, env.obs_size, env.action_size, cfg.actor_hidden,
                                  cfg.init_log_std, cfg.actor_out_scale)
-    critic = networks.critic_init(k_critic, env.obs_size, cfg.critic_hidden, 1)
+    n_critic = env_mod.critic_obs_size(env)
+    critic = networks.critic_init(k_critic, n_critic, cfg.critic_hidden, 1)
     return PPOState(actor, critic, _tx(cfg).init((actor, critic)),
-                    networks.normalizer_init(env.obs_size),
+                    networks.normalizer_init(env.obs_size), networks.normalizer_init(n_critic),
                     add_mod.init(add_cfg, env.add_size, k_add), env.reset(k_env),
                     jnp.asarray(0, jnp.int32))
 
@@ -116,12 +120,13 @@ def make_iterate(cfg: PPOConfig, add_cfg: add_mod.ADDConfig, env, total_iteratio
     def iterate(st: PPOState, key):
         k_roll, k_upd, k_add = jax.random.split(key, 3)
 
-        def value(obs):
-            return networks.critic_value(st.critic, st.obs_norm, obs, cfg.obs_clip)
+        def value(cobs):
+            return networks.critic_value(st.critic, st.critic_norm, cobs, cfg.obs_clip)
 
         def one(env_state, k):
             k_noise, k_env = jax.random.split(k)
             obs = env.observe(env_state)
+            cobs = env_mod.critic_observe(env, env_state)
             mean = networks.policy_mean(st.actor, st.obs_norm, obs, cfg.obs_clip)
             action = mean + jnp.exp(st.actor['log_std']) * jax.random.normal(k_noise,
                                                                              mean.shape)
@@ -129,10 +134,10 @@ def make_iterate(cfg: PPOConfig, add_cfg: add_mod.ADDConfig, env, total_iteratio
             env_state, out = env.step(env_state, action, k_env)
             r, r_add = add_mod.total_reward(add_cfg, st.add, out.reward,
                                             out.info['add_delta'])
-            data = {'obs': obs, 'action': action, 'logp': logp, 'reward': r,
-                    'value': value(obs),
+            data = {'obs': obs, 'cobs': cobs, 'action': action, 'logp': logp, 'reward': r,
+                    'value': value(cobs),
                     'next_value': (1.0 - out.info['terminated'])
-                    * value(out.info['terminal_obs']),
+                    * value(env_mod.terminal_critic_obs(env, out.info)),
                     'done': out.done, 'terminated': out.info['terminated'],
                     'env_reward': out.reward, 'add_reward': r_add,
                     'add_delta': out.info['add_delta'], 'e_track': out.info['e_track'],
@@ -146,6 +151,7 @@ def make_iterate(cfg: PPOConfig, add_cfg: add_mod.ADDConfig, env, total_iteratio
                   cfg.gamma, cfg.gae_lambda)
         returns = adv + data['value']
         flat = {'obs': data['obs'].reshape((-1, env.obs_size)),
+                'cobs': data['cobs'].reshape((-1, env_mod.critic_obs_size(env))),
                 'action': data['action'].reshape((-1, env.action_size)),
                 'logp': data['logp'].reshape(-1), 'adv': adv.reshape(-1),
                 'ret': returns.reshape(-1)}
@@ -164,7 +170,7 @@ def make_iterate(cfg: PPOConfig, add_cfg: add_mod.ADDConfig, env, total_iteratio
             ratio = jnp.exp(logp - batch['logp'])
             surr = jnp.minimum(ratio * a,
                                jnp.clip(ratio, 1 - cfg.clip_ratio, 1 + cfg.clip_ratio) * a)
-            v = networks.critic_value(critic, st.obs_norm, batch['obs'], cfg.obs_clip)
+            v = networks.critic_value(critic, st.critic_norm, batch['cobs'], cfg.obs_clip)
             v_loss = jnp.mean((v - batch['ret']) ** 2)
             entropy = jnp.sum(actor['log_std'] + 0.5 * jnp.log(2 * jnp.pi * jnp.e))
             total = -jnp.mean(surr) + cfg.value_coef * v_loss - cfg.entropy_coef * entropy
@@ -190,7 +196,8 @@ def make_iterate(cfg: PPOConfig, add_cfg: add_mod.ADDConfig, env, total_iteratio
         else:
             add_state, add_terms = st.add, {}
         new = PPOState(actor, critic, opt_state,
-                       networks.normalizer_update(st.obs_norm, flat['obs']), add_state,
+                       networks.normalizer_update(st.obs_norm, flat['obs']),
+                       networks.normalizer_update(st.critic_norm, flat['cobs']), add_state,
                        env_state, st.iteration + 1)
         metrics = {'reward': jnp.mean(data['reward']),
                    'env_reward': jnp.mean(data['env_reward']),

@@ -32,6 +32,7 @@ import jax.numpy as jnp
 import optax
 
 from bcg_ros.core import add as add_mod
+from bcg_ros.core import env as env_mod
 from bcg_ros.core import networks
 
 
@@ -89,6 +90,8 @@ class SHACState:
     critic_opt: optax.OptState
     target_critic: list
     obs_norm: networks.Normalizer
+    critic_norm: networks.Normalizer
+    """Running normaliser of the critic's input (privileged when the env has one)."""
     add: add_mod.ADDState
     env_state: object
     iteration: jax.Array
@@ -111,10 +114,11 @@ def init(cfg: SHACConfig, add_cfg: add_mod.ADDConfig, env, key) -> SHACState:
     k_actor, k_critic, k_add, k_env = jax.random.split(key, 4)
     actor = networks.policy_init(k_actor, env.obs_size, env.action_size, cfg.actor_hidden,
                                  cfg.init_log_std, cfg.actor_out_scale)
-    critic = networks.critic_init(k_critic, env.obs_size, cfg.critic_hidden, cfg.num_critics)
+    n_critic = env_mod.critic_obs_size(env)
+    critic = networks.critic_init(k_critic, n_critic, cfg.critic_hidden, cfg.num_critics)
     return SHACState(actor, _tx(cfg.actor_grad_clip, cfg.betas).init(actor), critic,
                      _tx(cfg.critic_grad_clip, cfg.betas).init(critic), critic,
-                     networks.normalizer_init(env.obs_size),
+                     networks.normalizer_init(env.obs_size), networks.normalizer_init(n_critic),
                      add_mod.init(add_cfg, env.add_size, k_add), env.reset(k_env),
                      jnp.asarray(0, jnp.int32))
 
@@ -165,19 +169,22 @@ def _rollout(actor, st: SHACState, key, cfg, add_cfg, env):
     """Run the policy ``horizon`` steps with the graph; return the loss and the data."""
     tgt = jax.lax.stop_gradient(st.target_critic)
 
-    def value(obs):
-        return networks.critic_value(tgt, st.obs_norm, obs, cfg.obs_clip)
+    def value(cobs):
+        return networks.critic_value(tgt, st.critic_norm, cobs, cfg.obs_clip)
 
     def one(env_state, k):
         k_noise, k_env = jax.random.split(k)
         obs = env.observe(env_state)
+        cobs = env_mod.critic_observe(env, env_state)
         mean = networks.policy_mean(actor, st.obs_norm, obs, cfg.obs_clip)
         noise = jax.random.normal(k_noise, mean.shape)
         action = mean + jnp.exp(actor['log_std']) * noise
         env_state, out = env.step(env_state, action, k_env)
         r, r_add = add_mod.total_reward(add_cfg, st.add, out.reward, out.info['add_delta'])
-        boot = (1.0 - out.info['terminated']) * value(out.info['terminal_obs'])
-        data = {'obs': jax.lax.stop_gradient(obs), 'reward': r, 'boot': boot,
+        boot = (1.0 - out.info['terminated']) * value(
+            env_mod.terminal_critic_obs(env, out.info))
+        data = {'obs': jax.lax.stop_gradient(obs), 'cobs': jax.lax.stop_gradient(cobs),
+                'reward': r, 'boot': boot,
                 'done': out.done, 'terminated': out.info['terminated'],
                 'env_reward': out.reward, 'add_reward': r_add,
                 'add_delta': jax.lax.stop_gradient(out.info['add_delta']),
@@ -187,7 +194,7 @@ def _rollout(actor, st: SHACState, key, cfg, add_cfg, env):
         return env_state, data
 
     env_state, data = jax.lax.scan(one, st.env_state, jax.random.split(key, cfg.horizon))
-    final_values = value(env.observe(env_state))
+    final_values = value(env_mod.critic_observe(env, env_state))
     loss = actor_objective(data['reward'], data['boot'], data['done'], final_values, cfg.gamma)
     return loss, (env_state, data)
 
@@ -199,7 +206,7 @@ def _fit_critic(cfg: SHACConfig, st: SHACState, obs, targets, lr, key):
     mb = n // cfg.critic_minibatches
 
     def mse(params, o, t):
-        v = networks.critic_values(params, st.obs_norm, o, cfg.obs_clip)
+        v = networks.critic_values(params, st.critic_norm, o, cfg.obs_clip)
         return jnp.mean((v - t[None]) ** 2)
 
     def step(carry, idx):
@@ -243,8 +250,9 @@ def make_iterate(cfg: SHACConfig, add_cfg: add_mod.ADDConfig, env, total_iterati
                                     cfg.gamma, cfg.lam)
         lr_c = linear_lr(cfg.critic_lr, cfg.lr_end, st.iteration, total_iterations)
         flat_obs = data['obs'].reshape((-1, env.obs_size))
+        flat_cobs = data['cobs'].reshape((-1, env_mod.critic_obs_size(env)))
         critic, critic_opt, critic_loss = _fit_critic(
-            cfg, st, flat_obs, targets.reshape(-1), lr_c, k_critic)
+            cfg, st, flat_cobs, targets.reshape(-1), lr_c, k_critic)
         a = cfg.target_alpha
         target = jax.tree.map(lambda t, c: a * t + (1.0 - a) * c, st.target_critic, critic)
         if add_cfg.enabled:
@@ -252,7 +260,8 @@ def make_iterate(cfg: SHACConfig, add_cfg: add_mod.ADDConfig, env, total_iterati
         else:
             add_state, add_terms = st.add, {}
         new = SHACState(actor, actor_opt, critic, critic_opt, target,
-                        networks.normalizer_update(st.obs_norm, flat_obs), add_state,
+                        networks.normalizer_update(st.obs_norm, flat_obs),
+                        networks.normalizer_update(st.critic_norm, flat_cobs), add_state,
                         jax.lax.stop_gradient(env_state), st.iteration + 1)
         metrics = {'reward': jnp.mean(data['reward']),
                    'env_reward': jnp.mean(data['env_reward']),
