@@ -45,3 +45,10 @@ def reference_dir():
         pytest.skip(f'{SHARED_REFERENCE} is absent (reference material is not part of the '
                     'repository); the project-only tests cover the same path')
     return SHARED_REFERENCE
+
+
+@pytest.fixture(scope='session')
+def g():
+    """The project's G1 model, as training loads it (read-only: copy before changing it)."""
+    from bcg_ros.robot import model as g1_model
+    return g1_model.load()

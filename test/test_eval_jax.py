@@ -14,15 +14,9 @@ from bcg_ros import contract as ct
 from bcg_ros.eval import cli, jax_rollout, metrics, report, synthetic
 from bcg_ros.eval.evaluator import EvalConfig, evaluate
 from bcg_ros.eval.policy import load_policy
-from bcg_ros.eval.rollout import Baseline, RolloutConfig, run_once
-from bcg_ros.robot import model as g1_model
+from bcg_ros.eval.rollout import Baseline, run_once
 
-QUIET = RolloutConfig(joint_noise=0.0, root_vel_noise=0.0, friction_range=(1.0, 1.0))
-
-
-@pytest.fixture(scope='module')
-def g():
-    return g1_model.load()
+QUIET = synthetic.quiet_rollout()
 
 
 @pytest.fixture(scope='module')
@@ -32,8 +26,7 @@ def stand(g):
 
 @pytest.fixture(scope='module')
 def policy_path(tmp_path_factory, stand):
-    c = ct.imitation_contract('stand', stand.num_frames)
-    return synthetic.save_policy(tmp_path_factory.mktemp('zeros') / 'policy.onnx', c)
+    return synthetic.zeros_policy(tmp_path_factory.mktemp('zeros'), stand).path
 
 
 def test_held_pose_agrees_between_the_simulators(g, stand, policy_path):

@@ -5,21 +5,13 @@ import json
 import numpy as np
 import pytest
 
-from bcg_ros import contract as ct
 from bcg_ros import motion as motion_mod
 from bcg_ros.eval import cli, render, report, synthetic
 from bcg_ros.eval.evaluator import EvalConfig, evaluate
-from bcg_ros.eval.policy import load_policy
-from bcg_ros.eval.rollout import RolloutConfig, run_once
-from bcg_ros.robot import model as g1_model
+from bcg_ros.eval.rollout import run_once
 
-QUIET = RolloutConfig(joint_noise=0.0, root_vel_noise=0.0, friction_range=(1.0, 1.0))
+QUIET = synthetic.quiet_rollout()
 SMALL = render.RenderConfig(width=160, height=120, tiles=3)
-
-
-@pytest.fixture(scope='module')
-def g():
-    return g1_model.load()
 
 
 @pytest.fixture(scope='module')
@@ -38,8 +30,7 @@ def held(g):
 
 @pytest.fixture(scope='module')
 def zeros(tmp_path_factory, held):
-    c = ct.imitation_contract('stand', held.num_frames)
-    return load_policy(synthetic.save_policy(tmp_path_factory.mktemp('zeros') / 'policy.onnx', c))
+    return synthetic.zeros_policy(tmp_path_factory.mktemp('zeros'), held)
 
 
 def _png(path) -> np.ndarray:

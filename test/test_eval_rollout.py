@@ -14,12 +14,7 @@ from bcg_ros.eval.rollout import physics_dt, RolloutConfig, run_once
 from bcg_ros.robot import g1
 from bcg_ros.robot import model as g1_model
 
-QUIET = RolloutConfig(joint_noise=0.0, root_vel_noise=0.0, friction_range=(1.0, 1.0))
-
-
-@pytest.fixture(scope='module')
-def g():
-    return g1_model.load()
+QUIET = synthetic.quiet_rollout()
 
 
 @pytest.fixture(scope='module')
@@ -29,7 +24,7 @@ def stand(g):
 
 @pytest.fixture(scope='module')
 def zeros_policy(tmp_path_factory, stand):
-    c = ct.imitation_contract('stand', stand.num_frames)
+    c = ct.imitation_contract('stand', stand.num_frames)   # with a training penetration
     path = synthetic.save_policy(tmp_path_factory.mktemp('zeros') / 'policy.onnx', c,
                                  extra_metadata={TRAIN_PENETRATION_KEY: '3.0'})
     return load_policy(path)

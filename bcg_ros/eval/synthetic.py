@@ -188,3 +188,23 @@ def held_pose_motion(g, seconds: float = 2.0, fps: float = 1.0 / g1.CONTROL_DT,
                   joint_pos=tile(d.qpos[g.qpos_adr]), joint_vel=np.zeros((n, g1.NUM_JOINTS)),
                   root_lin_vel=np.zeros((n, 3)), root_ang_vel=np.zeros((n, 3)),
                   key_pos=tile(key + off))
+
+
+def quiet_rollout(**kw):
+    """A rollout set-up without randomisation (no joint or velocity noise, friction 1)."""
+    from bcg_ros.eval.rollout import RolloutConfig
+    return RolloutConfig(**{'joint_noise': 0.0, 'root_vel_noise': 0.0,
+                            'friction_range': (1.0, 1.0), **kw})
+
+
+def zeros_policy(folder: Union[str, pathlib.Path], motion, residual: bool = False):
+    """
+    A loaded policy that always outputs zeros, on the imitation contract of ``motion``.
+
+    It holds the default pose (or, ``residual``, replays the motion): the
+    evaluator's tests and benchmarks judge it against hand-computed figures.
+    """
+    from bcg_ros.eval.policy import load_policy
+
+    c = ct.imitation_contract(motion.name, motion.num_frames, residual=residual)
+    return load_policy(save_policy(pathlib.Path(folder) / 'policy.onnx', c))
