@@ -252,3 +252,21 @@ def test_zero_residual_policy_is_the_replay_baseline(g, tmp_path):
         c.action_to_targets(np.zeros(29))
     with pytest.raises(ct.ContractError, match='action_residual'):
         ct.Contract(**{**c.__dict__, 'obs_terms': c.obs_terms[:5]})
+
+
+def test_a_robot_only_model_gets_a_floor_and_the_report_says_so(tmp_path, stand, zeros_policy):
+    spec = mujoco.MjSpec.from_file(str(g1_model.DEFAULT_MJCF))
+    spec.delete(spec.geom('floor'))
+    path = tmp_path / 'g1_robot_only.xml'
+    path.write_text(spec.to_xml())
+    from bcg_ros.eval.render import RenderConfig
+    ev = evaluate(EvalConfig(runs=1, model=str(path), rollout=QUIET, baselines=(),
+                             render=RenderConfig(filmstrip=False)),
+                  motion=stand, policy=zeros_policy)
+    assert ev.added_floor and ev.summary['falls'] == 0
+    assert 'no ground plane: the evaluator added one' in report.markdown(ev.to_dict())
+    ev = evaluate(EvalConfig(runs=1, rollout=QUIET, baselines=(),
+                             render=RenderConfig(filmstrip=False)),
+                  motion=stand, policy=zeros_policy)
+    assert not ev.added_floor
+    assert 'ground plane' not in report.markdown(ev.to_dict())
