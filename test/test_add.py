@@ -75,3 +75,18 @@ def test_total_reward_adds_weighted_add():
     off = add.ADDConfig(enabled=False, hidden=(8,), batch_size=8, buffer_size=16)
     total, _ = add.total_reward(off, st, env_r, delta)
     np.testing.assert_array_equal(np.asarray(total), np.asarray(env_r))
+
+
+def test_gradient_penalty_at_the_negatives():
+    # A linear discriminator D(x) = w . x has input gradient w everywhere: the penalty is
+    # |w|^2 at zero, and |w|^2 more with the negatives penalised (their mean, also |w|^2).
+    import dataclasses
+    cfg = add.ADDConfig(hidden=(), batch_size=8, buffer_size=16)
+    st = add.init(cfg, 4, jax.random.PRNGKey(0))
+    w = jnp.array([[1.0], [2.0], [0.0], [-2.0]])
+    params = [dict(st.params[0], w=w, b=jnp.zeros(1))]
+    neg = jax.random.normal(jax.random.PRNGKey(1), (6, 4))
+    _, at_zero = add.loss(cfg, params, neg)
+    _, both = add.loss(dataclasses.replace(cfg, grad_penalty_negatives=True), params, neg)
+    assert float(at_zero['disc_grad_penalty']) == pytest.approx(9.0, rel=1e-6)
+    assert float(both['disc_grad_penalty']) == pytest.approx(18.0, rel=1e-6)

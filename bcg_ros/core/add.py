@@ -56,6 +56,9 @@ class ADDConfig:
     """Weight of the squared output-layer weights (keeps logits bounded)."""
     grad_penalty: float = 5.0
     """Weight of the squared input gradient of D at the positive (zero) sample."""
+    grad_penalty_negatives: bool = False
+    """Penalise the input gradient at the negatives too (their mean squared norm): keeps
+    D smooth where the policy's samples are, so its reward keeps a usable gradient."""
     weight_decay: float = 1e-4
     """Weight of the squared weights of all layers."""
     norm_eps: float = 1e-3
@@ -125,6 +128,9 @@ def loss(cfg: ADDConfig, params, negatives):
     bce = 0.5 * (jax.nn.softplus(-d_pos) + jnp.mean(jax.nn.softplus(d_neg)))
     logit_reg = jnp.sum(params[-1]['w'] ** 2)
     gp = jnp.sum(g_pos ** 2)
+    if cfg.grad_penalty_negatives:
+        g_neg = jax.vmap(jax.grad(lambda x: logits(params, x)))(negatives)
+        gp = gp + jnp.mean(jnp.sum(g_neg ** 2, -1))
     wd = sum(jnp.sum(layer['w'] ** 2) for layer in params)
     total = bce + cfg.logit_reg * logit_reg + cfg.grad_penalty * gp + cfg.weight_decay * wd
     return total, {'disc_bce': bce, 'disc_grad_penalty': gp, 'disc_logit_pos': d_pos,
