@@ -99,3 +99,14 @@ def test_motion_flag_sets_the_reference_motion(capsys):
     assert cfg['g1']['num_envs'] == train.make_config('cpu').g1.num_envs
     assert train.main(['--preset', 'cpu', '--print-config']) == 0
     assert json.loads(capsys.readouterr().out)['g1']['motion'] == train.TrainConfig().g1.motion
+
+
+def test_a_checkpoint_written_before_a_field_existed_resumes_at_its_default():
+    from bcg_ros.train.config import config_diff, config_to_dict, TrainConfig, with_defaults
+    old = config_to_dict(TrainConfig())
+    del old['add']['grad_penalty_negatives']
+    now = config_to_dict(TrainConfig())
+    assert config_diff(old, now) == ['add.grad_penalty_negatives']
+    assert config_diff(with_defaults(old, now), now) == []
+    changed = config_to_dict(train.make_config(None, None, {'add.grad_penalty_negatives': True}))
+    assert config_diff(with_defaults(old, now), changed) == ['add.grad_penalty_negatives']

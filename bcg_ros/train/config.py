@@ -222,6 +222,18 @@ def config_to_dict(cfg) -> Dict:
     return json.loads(json.dumps(dataclasses.asdict(cfg)))
 
 
+def with_defaults(d: Mapping, defaults: Mapping) -> Dict:
+    """``d`` with the fields it lacks taken from ``defaults`` (a config written before a
+    field existed ran with that field's default)."""
+    out = dict(d)
+    for k, v in defaults.items():
+        if k not in out:
+            out[k] = v
+        elif isinstance(v, Mapping) and isinstance(out[k], Mapping):
+            out[k] = with_defaults(out[k], v)
+    return out
+
+
 def config_diff(a: Mapping, b: Mapping, prefix: str = '') -> List[str]:
     """Return the dotted names whose values differ between two config dicts."""
     out = []

@@ -23,7 +23,8 @@ from bcg_ros import contract as ct
 from bcg_ros.core import ppo as ppo_mod
 from bcg_ros.core import shac as shac_mod
 from bcg_ros.train import checkpoint, report
-from bcg_ros.train.config import ConfigError, TrainConfig, config_diff, config_to_dict
+from bcg_ros.train.config import (ConfigError, TrainConfig, config_diff, config_to_dict,
+                                  with_defaults)
 
 CHECKPOINT = 'checkpoint.npz'
 
@@ -93,7 +94,8 @@ class Trainer:
         ck = self.out / CHECKPOINT
         if resume and ck.is_file():
             meta = checkpoint.read_meta(ck)
-            diff = [d for d in config_diff(meta.get('config', {}), config_to_dict(cfg))
+            written = with_defaults(meta.get('config', {}), config_to_dict(TrainConfig()))
+            diff = [d for d in config_diff(written, config_to_dict(cfg))
                     if d not in ('run.iterations', 'run.progress_bar', 'run.evaluate',
                                  'run.export', 'run.tensorboard', 'run.eval_runs')]
             if diff:
