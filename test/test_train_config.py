@@ -110,3 +110,15 @@ def test_a_checkpoint_written_before_a_field_existed_resumes_at_its_default():
     assert config_diff(with_defaults(old, now), now) == []
     changed = config_to_dict(train.make_config(None, None, {'add.grad_penalty_negatives': True}))
     assert config_diff(with_defaults(old, now), changed) == ['add.grad_penalty_negatives']
+
+
+def test_print_config_is_json_alone_on_stdout():
+    import json
+    import subprocess
+    import sys
+    r = subprocess.run([sys.executable, '-m', 'bcg_ros.train', '--preset', 'cpu-long',
+                        '--print-config'], capture_output=True, text=True, timeout=120,
+                       cwd=pathlib.Path(__file__).resolve().parents[1])
+    assert r.returncode == 0, r.stderr
+    cfg = json.loads(r.stdout)
+    assert cfg['run']['iterations'] == 1200 and cfg['g1']['residual'] is True

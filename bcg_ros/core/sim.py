@@ -30,14 +30,20 @@ positions. The control step is wrapped in ``jax.checkpoint``
 (``SimConfig.remat``) so a backward pass over T steps keeps one state per step.
 """
 
+import contextlib
+import io
 from dataclasses import dataclass, field
 from typing import Optional, Sequence, Tuple
 
 import jax
 import jax.numpy as jnp
 import mujoco
-from mujoco import mjx
 import numpy as np
+
+with contextlib.redirect_stdout(io.StringIO()):
+    # MJX prints "Failed to import warp" to stdout when its optional GPU backend is
+    # absent, which would corrupt output such as `bcg-train --print-config`.
+    from mujoco import mjx
 
 from bcg_ros.core import contact as ct
 from bcg_ros.robot import g1
