@@ -27,6 +27,10 @@ from bcg_ros.train.config import (ConfigError, TrainConfig, config_diff, config_
                                   with_defaults)
 
 CHECKPOINT = 'checkpoint.npz'
+RESUMABLE_CHANGES = ('run.iterations', 'run.progress_bar', 'run.evaluate', 'run.export',
+                     'run.tensorboard', 'run.eval_runs', 'run.checkpoint_every',
+                     'run.curves_every')
+"""Fields a resumed run may change: how long and how it reports, not what it learns."""
 
 
 def compiling_message() -> str:
@@ -96,8 +100,7 @@ class Trainer:
             meta = checkpoint.read_meta(ck)
             written = with_defaults(meta.get('config', {}), config_to_dict(TrainConfig()))
             diff = [d for d in config_diff(written, config_to_dict(cfg))
-                    if d not in ('run.iterations', 'run.progress_bar', 'run.evaluate',
-                                 'run.export', 'run.tensorboard', 'run.eval_runs')]
+                    if d not in RESUMABLE_CHANGES]
             if diff:
                 raise ConfigError(f'{ck}: the checkpoint was written with another '
                                   f'configuration (differs in {", ".join(diff)}); use another '
