@@ -418,6 +418,8 @@ class G1Env:
         pen = depth > 0
         pen_mm = 1e3 * jnp.sum(jnp.where(pen, depth, 0.0), -1) / jnp.maximum(
             jnp.sum(pen, -1), 1)
+        # A diverged env's depth is garbage (1e9 mm): it would be the policy's delta-d.
+        pen_mm = jnp.where(diverged, 0.0, pen_mm)
         err = jax.lax.stop_gradient(key_err)
         # E_track as the evaluator defines it: all bodies, not the reward's key points.
         body_err = jax.lax.stop_gradient(motion_mod.tracking_error(
