@@ -237,8 +237,11 @@ def config_to_dict(cfg) -> Dict:
 
 
 def with_defaults(d: Mapping, defaults: Mapping) -> Dict:
-    """``d`` with the fields it lacks taken from ``defaults`` (a config written before a
-    field existed ran with that field's default)."""
+    """
+    Return ``d`` with the fields it lacks taken from ``defaults``.
+
+    A config written before a field existed ran with that field's default.
+    """
     out = dict(d)
     for k, v in defaults.items():
         if k not in out:
