@@ -122,3 +122,10 @@ def test_print_config_is_json_alone_on_stdout():
     assert r.returncode == 0, r.stderr
     cfg = json.loads(r.stdout)
     assert cfg['run']['iterations'] == 1200 and cfg['g1']['residual'] is True
+
+
+def test_training_penetration_ignores_an_iteration_with_a_diverged_env():
+    from bcg_ros.train import report
+    history = [{'penetration_mm': v} for v in (3.0, 3.2, 2.9, 4e8, 3.1, float('nan'))]
+    assert report.train_penetration_mm(history) == pytest.approx(3.1)
+    assert report.train_penetration_mm([]) == 0.0

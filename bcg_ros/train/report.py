@@ -11,6 +11,7 @@ but for the files they are told to read or write; writes are atomic
 """
 
 import json
+import math
 import pathlib
 from typing import Any, Dict, List, Mapping, Sequence
 
@@ -46,9 +47,15 @@ def append_history(path, row: Mapping[str, float]) -> None:
 
 
 def train_penetration_mm(history: Sequence[Mapping[str, float]], last: int = 20) -> float:
-    """Return the mean foot penetration of the training simulator over the last iterations."""
-    vals = [h['penetration_mm'] for h in history[-last:] if 'penetration_mm' in h]
-    return float(np.mean(vals)) if vals else 0.0
+    """
+    Return the foot penetration of the training simulator over the last iterations [mm].
+
+    The median of the per-iteration means: one iteration with a diverged env (its depth
+    1e9 mm) must not become the policy's delta-d.
+    """
+    vals = [h['penetration_mm'] for h in history[-last:]
+            if 'penetration_mm' in h and math.isfinite(h['penetration_mm'])]
+    return float(np.median(vals)) if vals else 0.0
 
 
 def history_summary(history: Sequence[Mapping[str, float]]) -> Dict[str, Any]:
