@@ -331,8 +331,9 @@ class Trainer:
         except ImportError as exc:
             self.log(f'no evaluation: bcg_ros.eval is not available ({exc})')
             return None
+        # MuJoCo and the training simulator side by side: a learning or a transfer problem.
         cfg = evaluator.EvalConfig(policy=str(policy), motion=self.cfg.g1.motion,
-                                   runs=self.cfg.run.eval_runs)
+                                   runs=self.cfg.run.eval_runs, sims=('mujoco', 'jax'))
         ev = evaluator.evaluate(cfg)
         eval_report.write(ev, self.out / 'eval')
         return ev.summary
