@@ -19,8 +19,8 @@ import numpy as np
 from bcg_ros import contract as ct
 from bcg_ros import motion as motion_mod
 from bcg_ros.eval.policy import Policy
-from bcg_ros.eval.rollout import (Baseline, Controller, make_run, MAX_SPEED, ROW_SHAPES,
-                                  RolloutConfig, Run)
+from bcg_ros.eval.rollout import (Baseline, Controller, make_run, MAX_SPEED, motor_gains,
+                                  num_steps, ROW_SHAPES, RolloutConfig, Run)
 from bcg_ros.motion import Motion
 from bcg_ros.robot import g1
 
@@ -70,17 +70,12 @@ def run_once(policy: Union[Policy, Baseline], seed: int, motion: Motion,
     c = policy.contract
     sim, step, robot, track = _simulator(contact_k(policy) if k is None else float(k))
     ids = policy.motor_ids
-    kp, kd = np.asarray(g1.DEFAULT_KP, float), np.asarray(g1.DEFAULT_KD, float)
-    kp[ids], kd[ids] = c.kp, c.kd
+    kp, kd, q_target = motor_gains(policy)
     sim = dataclasses.replace(sim, kp=jnp.asarray(kp, sim.dtype), kd=jnp.asarray(kd, sim.dtype))
     motion = motion_mod.resample(motion, 1.0 / c.control_dt)
-    n_steps = motion.num_frames - 1
-    if config.duration > 0:
-        n_steps = min(n_steps, int(round(config.duration / c.control_dt)))
+    n_steps = num_steps(c.control_dt, config, motion)
     qpos, qvel = motion_mod.reference_state(motion, robot)
     state = simulator.reset(sim, qpos[0], qvel[0])
-    q_target = np.asarray(g1.DEFAULT_POSE, float)
-    q_target[ids] = c.default_pose
     qadr, vadr = robot.qpos_adr, robot.qvel_adr
     rows = {k: [] for k in ROW_SHAPES}
     depths, diverged = [], ''

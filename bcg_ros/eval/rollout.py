@@ -293,6 +293,21 @@ def _divergence(m: mujoco.MjModel, d: mujoco.MjData, bad_qacc: int) -> str:
     return ''
 
 
+def motor_gains(policy: Union[Policy, Baseline]) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """
+    kp, kd and the initial targets of all 29 motors (motor order).
+
+    The policy's joints take its contract's; the joints it does not drive keep the
+    default gains and hold the default pose.
+    """
+    c, ids = policy.contract, policy.motor_ids
+    kp, kd = np.asarray(g1.DEFAULT_KP, float), np.asarray(g1.DEFAULT_KD, float)
+    kp[ids], kd[ids] = c.kp, c.kd
+    q_target = np.asarray(g1.DEFAULT_POSE, float)
+    q_target[ids] = c.default_pose
+    return kp, kd, q_target
+
+
 def num_steps(control_dt: float, config: RolloutConfig, motion: Optional[Motion]) -> int:
     """
     Control steps a run lasts unless it ends early.
@@ -325,11 +340,7 @@ def run_once(policy: Union[Policy, Baseline], g: G1Model, seed: int,
     n_steps = num_steps(c.control_dt, config, motion)
     d = mujoco.MjData(m)
     qadr, vadr, ids = g.qpos_adr, g.qvel_adr, policy.motor_ids
-    # Targets and gains of all 29 motors; joints the policy does not drive hold the default pose.
-    kp, kd = np.asarray(g1.DEFAULT_KP, float), np.asarray(g1.DEFAULT_KD, float)
-    kp[ids], kd[ids] = c.kp, c.kd
-    q_target = np.asarray(g1.DEFAULT_POSE, float)
-    q_target[ids] = c.default_pose
+    kp, kd, q_target = motor_gains(policy)
     tau_lim = np.asarray(g1.TORQUE_LIMIT, float)
     if robot.native_pd and not native:
         # The PD runs here: the actuators stay at zero force.
