@@ -109,6 +109,10 @@ class G1SimConfig:
                              f'number of physics steps of sim_dt {self.sim_dt} s')
 
 
+_NOT_APPLIED = object()
+"""Marks that no command (not even "none") is in the actuators yet."""
+
+
 class G1Sim:
     """The physics and the motor layer, without ROS (the node wraps it)."""
 
@@ -122,7 +126,6 @@ class G1Sim:
         pd.use_pd_actuators(self.model, self.robot.actuator_ids, np.asarray(g1.TORQUE_LIMIT))
         self.data = mujoco.MjData(self.model)
         self.rng = np.random.default_rng(cfg.seed)
-        self.tau_limit = np.asarray(g1.TORQUE_LIMIT)
         self.steps_per_state = int(round(1.0 / (cfg.state_rate_hz * cfg.sim_dt)))
         self.sensor = {name: self._sensor(name) for name in ('imu_quat', 'imu_gyro', 'imu_acc')}
         self.foot_geoms = [set(np.flatnonzero(self.model.geom_bodyid == b).tolist())
@@ -146,20 +149,24 @@ class G1Sim:
         self.data.qpos[:] = self.robot.standing_qpos()
         mujoco.mj_forward(self.model, self.data)
         self.command = None
+        self._applied = _NOT_APPLIED   # resetData zeroed ctrl: apply "no command" again
 
     def step(self):
         """One physics step under the latest command (zero torque before the first)."""
         d, r = self.data, self.robot
         c = self.command
-        zero = np.zeros(g1.NUM_JOINTS)
-        if c is None:
-            pd.set_pd(self.model, d, r.actuator_ids, zero, zero, zero)
-        else:
-            j = slice(0, g1.NUM_JOINTS)
-            on = (c.mode[j] & lowlevel.MOTOR_ENABLE) != 0
-            pd.set_pd(self.model, d, r.actuator_ids, np.where(on, c.kp[j], 0.0),
-                      np.where(on, c.kd[j], 0.0), np.where(on, c.q[j], 0.0),
-                      np.where(on, c.dq[j], 0.0), np.where(on, c.tau[j], 0.0))
+        if c is not self._applied:
+            # The PD's gains and set-point stay in the actuators until the next command.
+            zero = np.zeros(g1.NUM_JOINTS)
+            if c is None:
+                pd.set_pd(self.model, d, r.actuator_ids, zero, zero, zero)
+            else:
+                j = slice(0, g1.NUM_JOINTS)
+                on = (c.mode[j] & lowlevel.MOTOR_ENABLE) != 0
+                pd.set_pd(self.model, d, r.actuator_ids, np.where(on, c.kp[j], 0.0),
+                          np.where(on, c.kd[j], 0.0), np.where(on, c.q[j], 0.0),
+                          np.where(on, c.dq[j], 0.0), np.where(on, c.tau[j], 0.0))
+            self._applied = c
         d.xfrc_applied[r.root_body] = self._band_wrench() if self.band else 0.0
         mujoco.mj_step(self.model, d)
         self.tau = d.actuator_force[r.actuator_ids].copy()
