@@ -173,7 +173,7 @@ def evaluate(config: EvalConfig, motion: Union[str, Motion, None] = None,
             zip(config.command, (policy.command_ranges.get(k, (-np.inf, np.inf))
                                  for k in ('lin_vel_x', 'lin_vel_y', 'ang_vel_z'))))
     return Evaluation(config, policy, str(g.path), mot, runs, per_run, summary, baselines,
-                      bool(getattr(g, 'added_floor', False)), jax_result, media)
+                      g.added_floor, jax_result, media)
 
 
 def model_label(path: Union[str, pathlib.Path]) -> str:

@@ -91,11 +91,11 @@ def run_metrics(run, motion: Optional[Motion] = None, fall_height: float = FALL_
     computed here when not given. A diverged run falls at its divergence.
     """
     fi = fall_index(run.root_pos[:, 2], fall_height)
-    diverged = bool(getattr(run, 'diverged', ''))
+    diverged = bool(run.diverged)
     end = float(run.time[-1]) if run.time.size else 0.0
     fall_time = float(run.time[fi]) if fi >= 0 else (end if diverged else None)
     out = {'seed': int(run.seed), 'fell': fi >= 0 or diverged, 'fall_time': fall_time,
-           'diverged': getattr(run, 'diverged', '') or None,
+           'diverged': run.diverged or None,
            'duration': end,
            'min_root_height': float(run.root_pos[:, 2].min()) if run.time.size else None,
            'penetration_mm': mean_penetration_mm(run.penetration),
