@@ -50,10 +50,15 @@ TUMBLER_XML = """
 """A free-floating box with a two-joint arm (3D rotations, quaternion state)."""
 
 
-def hopper(cfg: simulator.SimConfig, kp=300.0, kd=5.0):
-    """(MjModel, Sim) of the hopper box; the action is the leg's position target."""
+def hopper(cfg: simulator.SimConfig, kp=300.0, kd=5.0, corners=True):
+    """
+    (MjModel, Sim) of the hopper box; the action is the leg's position target.
+
+    ``corners=False``: the foot sphere only (the box's corners pass through the ground).
+    """
     m = mujoco.MjModel.from_xml_string(HOPPER_XML)
-    sim = simulator.build(m, cfg, HOPPER_SPHERES, 0.02, ['leg'], [kp], [kd], [200.0],
+    spheres = HOPPER_SPHERES if corners else HOPPER_SPHERES[:1]
+    sim = simulator.build(m, cfg, spheres, 0.02, ['leg'], [kp], [kd], [200.0],
                           key_points=[('foot', (0.0, 0.0, 0.0))])
     return m, sim
 

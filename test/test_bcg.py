@@ -1,6 +1,10 @@
 """
 Bundled Contact Gradients on the tiny hopper (test/sim_models.py, 10 kg box, leg kp 300).
 
+The hopper collides through its foot sphere only: BCG perturbs contacting feet through
+their legs, and a contact on the floating base itself (the box's corner spheres) would
+get no offset (sim_models.hopper's ``corners``).
+
 Contact stiffness k = 1000 unless a test says otherwise (see
 test_bcg_reduces_gradient_variance for why), tau = 300 N: the hopper resting
 on its foot carries about 100 N on the foot sphere, so only impacts trigger.
@@ -36,7 +40,7 @@ def with_k(sim, k):
 @pytest.fixture(scope='module')
 def hop():
     # No rematerialisation: these rollouts are short, and it halves the compile.
-    m, sim = hopper(simulator.SimConfig(remat=False))
+    m, sim = hopper(simulator.SimConfig(remat=False), corners=False)
     return m, with_k(sim, K)
 
 
@@ -119,11 +123,8 @@ def test_state_after_a_bundle_is_the_branch_mean(hop, stepper):
     # The bundle by hand: offsets from the env's key, B branches for H steps, their mean.
     env_key = jax.random.split(key, n)[env]
     one = simulator.SimState(s.sim.qpos[env], s.sim.qvel[env])
-    dq, dv = bcg.foot_offsets(sim, cfg, one, plain_info.normal_force[env], env_key)
-    assert float(jnp.max(jnp.abs(dq))) > 1e-3, 'offsets vanished'
-    branches = simulator.SimState(
-        jax.vmap(lambda d: simulator.integrate_qpos(sim, one.qpos, d, 1.0))(dq),
-        one.qvel[None] + dv)
+    branches = bcg.branch_starts(sim, cfg, one, plain_info.normal_force[env], env_key)
+    assert float(jnp.max(jnp.abs(branches.qpos - one.qpos))) > 1e-3, 'offsets vanished'
     plain = one
     s_bcg = s
     keys = [key, jax.random.PRNGKey(999)]
@@ -140,7 +141,7 @@ def test_state_after_a_bundle_is_the_branch_mean(hop, stepper):
         np.testing.assert_allclose(s_bcg.branches.qvel[env], branches.qvel, rtol=1e-5,
                                    atol=1e-5)
     # The mean of independent offsets through a stiff contact is not the plain state.
-    assert float(jnp.max(jnp.abs(s_bcg.sim.qvel[env] - plain.qvel))) > 1e-3
+    assert float(jnp.max(jnp.abs(s_bcg.sim.qvel[env] - plain.qvel))) > 1e-4
     assert int(s_bcg.left[env]) == 0, 'the bundle did not close after H steps'
 
 
@@ -224,15 +225,14 @@ def test_bcg_reduces_gradient_variance(hop):
     impact (v dt); which substep lands inside the activation zone then changes
     from env to env, and so does the gradient. Dropped from 0.5 m the foot hits
     at about 3.4 m/s, 17 mm per 5 ms step: k = 1000 (1/k = 1 mm) makes the
-    contact stiff for the hopper, and BCG's 1 cm position offsets span the
-    zone many times over. Measured over 8 seeds of initial heights and keys
-    (64 envs, 24 steps, tau 300 N), with the default backward pass (implicit
-    matrices frozen): ratio 11.5 to 19.5 at k = 1000, 1.5 to 2.05 at k = 300 (a
-    3.3 mm zone; seed 0, the one asserted, 1.76). With SimConfig.exact_gradient
-    it was 6.0 to 9.4 and 2.8 to 4.4. From 0.2 m (2.5 m/s) k = 300 showed no reduction
-    at all (ratio 0.4: BCG's sampling noise exceeds the little it removes), the
-    case core/README.md describes. tau = 300 N bundles only the impact (about
-    8 % of env-steps) and not the hopper resting on its foot.
+    contact stiff for the hopper, and BCG's 1 cm position offsets of the foot
+    span the zone many times over. Measured with the foot-only hopper (64 envs,
+    24 steps, tau 300 N; seed 0 and 1 at k = 1000, seed 0 at k = 300): ratios 8.9,
+    5.2 and 6.0. With the box's corner spheres colliding too (they land at 8.7 kN
+    when the leg bottoms out, on the floating base, which BCG leaves put) the same
+    runs give 1.5, 1.5 and 0.59: bundling the feet does nothing for a stiff contact
+    elsewhere. tau = 300 N bundles only the impact (12.5 % of env-steps) and not
+    the hopper resting on its foot.
     """
     m, sim = hop
     actions = jnp.zeros((STEPS, N_ENVS, 1), sim.dtype)
@@ -252,4 +252,4 @@ def test_bcg_reduces_gradient_variance(hop):
         ratios[(k, seed)] = gradient_variance(g_plain) / gradient_variance(g_bcg)
     assert ratios[(K, 0)] >= 3.0, ratios
     assert ratios[(K, 1)] >= 3.0, ratios
-    assert ratios[(300.0, 0)] >= 1.5, ratios
+    assert ratios[(300.0, 0)] >= 3.0, ratios

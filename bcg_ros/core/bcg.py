@@ -1,12 +1,12 @@
 """
 Bundled Contact Gradients: a drop-in wrapper of the control step.
 
-At a control step where some sphere's normal force exceeds ``tau`` (a stiff
-contact), the env's state is split into B branches: the contacting foot's
-position and velocity are offset by ``dp ~ N(0, sigma_p^2 I)`` and
-``dv ~ N(0, sigma_v^2 I)``, mapped to joint space by the damped pseudo-inverse
-of that foot's Jacobian, ``dq = J^T (J J^T + lambda I)^-1 dp`` (same for dv).
-The offsets are constants of the backward pass (stop_gradient). The branches
+At a control step where some sphere's normal force exceeds ``tau`` at any substep
+(a stiff contact), the env's state is split into B branches. Each contacting foot
+gets its own position and velocity offsets, uniform in balls of radius sigma_p and
+sigma_v, realised through that foot's own leg (:func:`perturb_feet`): the floating
+base and every other limb stay as they are, and the foot's orientation is held. The
+offsets are constants of the backward pass (stop_gradient). The branches
 advance H control steps under the actions the rollout gives (the same for all
 branches); the state the caller sees, which drives policy, reward and critic,
 is the arithmetic mean of the branches, and after H steps the branches collapse
@@ -27,6 +27,7 @@ Usage::
 """
 
 from dataclasses import dataclass
+from typing import Tuple
 
 import jax
 import jax.numpy as jnp
@@ -46,11 +47,11 @@ class BCGConfig:
     branches: int = 10
     """B: number of branches."""
     sigma_p: float = 0.01
-    """Std [m] of the Cartesian position offset of the contacting foot."""
+    """Radius [m] of the ball the contacting foot's position offset is drawn from."""
     sigma_v: float = 0.02
-    """Std [m/s] of the Cartesian velocity offset of the contacting foot."""
+    """Radius [m/s] of the ball the contacting foot's velocity offset is drawn from."""
     damping: float = 1e-4
-    """lambda: damping of the foot Jacobian's pseudo-inverse."""
+    """lambda: damping of the leg Jacobian's least-squares inverse (near a straight knee)."""
     horizon: int = 2
     """H: control steps a bundle lasts before it collapses to its mean."""
     max_bundled: int = 0
@@ -60,8 +61,8 @@ class BCGConfig:
     the bundle rate; a trigger that finds no free slot runs plain (BCGInfo.dropped)."""
     antithetic: bool = True
     """Draw offsets in opposite pairs (+e, -e), so the branches' mean starts at the
-    unperturbed state: the forward rollout stays the stiff one up to O(sigma^2) and
-    the mean adds no sampling noise of its own (odd B: the last branch has no offset)."""
+    unperturbed state up to O(sigma^2): the forward rollout stays the stiff one and the
+    mean adds no sampling noise of its own (odd B: the last branch has no offset)."""
 
     def __post_init__(self):
         """Reject values the bundle cannot run with, naming the field."""
@@ -122,39 +123,124 @@ def normalize_quats(sim: simulator.Sim, qpos: jax.Array) -> jax.Array:
     return qpos
 
 
-def _normal(cfg: BCGConfig, key, shape, dtype):
-    """[B, *shape] standard normal draws, in opposite pairs when cfg.antithetic."""
+def leg_chains(sim: simulator.Sim) -> Tuple[Tuple[Tuple[int, ...], Tuple[int, ...]], ...]:
+    """
+    Per foot, the (dof, qpos address) of the joints between it and the floating base.
+
+    These are the joints a foot perturbation moves: the root body's own joints (the
+    G1's free joint) and every other limb stay put. Each must be a hinge or slide;
+    the chains of two feet may not share a joint.
+    """
+    qadr = {v: q for t, q, v in sim.joints if t in (2, 3)}
+    mask = np.asarray(sim.body_dof_mask, bool)
+    chains, owner = [], {}
+    for f, body in enumerate(sim.foot_body):
+        dofs = np.flatnonzero(mask[body] & ~mask[sim.body_root[body]])
+        for dof in dofs:
+            if int(dof) not in qadr:
+                raise ValueError(f'BCG: dof {dof} on the chain of foot body {body} is not a '
+                                 'hinge or slide joint; a foot perturbation cannot move it')
+            if int(dof) in owner:
+                raise ValueError(f'BCG: foot bodies {sim.foot_body[owner[int(dof)]]} and '
+                                 f'{body} share dof {dof}; their perturbations would collide')
+            owner[int(dof)] = f
+        chains.append((tuple(int(v) for v in dofs), tuple(qadr[int(v)] for v in dofs)))
+    return tuple(chains)
+
+
+def ball(cfg: BCGConfig, key: jax.Array, shape, radius: float, dtype) -> jax.Array:
+    """
+    [B, *shape, 3] points uniform in a ball of ``radius``.
+
+    Direction uniform on the sphere, distance ``radius * u^(1/3)``; in opposite pairs
+    (+e, -e) when ``cfg.antithetic`` (odd B: the last point is 0).
+    """
+    half = cfg.branches // 2 if cfg.antithetic else cfg.branches
+    key_d, key_r = jax.random.split(key)
+    direction = jax.random.normal(key_d, (half,) + tuple(shape) + (3,), dtype)
+    direction = direction / jnp.linalg.norm(direction, axis=-1, keepdims=True)
+    u = jax.random.uniform(key_r, (half,) + tuple(shape) + (1,), dtype)
+    e = radius * jnp.cbrt(u) * direction
     if not cfg.antithetic:
-        return jax.random.normal(key, (cfg.branches,) + shape, dtype)
-    half = jax.random.normal(key, (cfg.branches // 2,) + shape, dtype)
-    rest = jnp.zeros((cfg.branches % 2,) + shape, dtype)
-    return jnp.concatenate([half, -half, rest])
+        return e
+    rest = jnp.zeros((cfg.branches % 2,) + tuple(shape) + (3,), dtype)
+    return jnp.concatenate([e, -e, rest])
 
 
-def foot_offsets(sim: simulator.Sim, cfg: BCGConfig, state: simulator.SimState,
-                 normal_force: jax.Array, key: jax.Array):
+def _rotation_error(target: jax.Array, rot: jax.Array) -> jax.Array:
+    """World rotation vector [..., 3] (small-angle) that takes ``rot`` to ``target``."""
+    r = target @ jnp.swapaxes(rot, -1, -2)
+    return 0.5 * jnp.stack([r[..., 2, 1] - r[..., 1, 2], r[..., 0, 2] - r[..., 2, 0],
+                            r[..., 1, 0] - r[..., 0, 1]], axis=-1)
+
+
+def perturb_feet(sim: simulator.Sim, cfg: BCGConfig, state: simulator.SimState,
+                 dp: jax.Array, dv: jax.Array, moving: jax.Array,
+                 iterations: int = 2) -> simulator.SimState:
     """
-    Joint-space position and velocity offsets [B, nv] of the contacting feet.
+    ``state`` with each moving foot offset by ``dp`` [F, 3] and ``dv`` [F, 3], through its leg.
 
-    A foot is contacting when one of its spheres' normal force exceeds tau; each
-    such foot gets its own Cartesian offsets, mapped through its Jacobian.
+    Only the joints of :func:`leg_chains` change; the foot's orientation and angular
+    velocity are held. Position: ``iterations`` damped Gauss-Newton steps on the foot's
+    6-D pose error (one linear step leaves an error of order |dp|^2 / leg length).
+    Velocity: the leg's joint speeds that give the foot its velocity plus ``dv`` at the
+    offset pose. A foot whose ``moving`` is False, or whose chain is empty, stays put.
     """
-    _, jac = simulator.foot_jacobians(sim, state)                     # [F, 3, nv]
+    chains = leg_chains(sim)
+    eye = cfg.damping * jnp.eye(6, dtype=sim.dtype)
+    pos0, rot0, jac0 = simulator.foot_frames(sim, state.qpos)
+    vel_target = jnp.einsum('fkn,n->fk', jac0, state.qvel)
+    vel_target = vel_target.at[:, :3].add(dv)
+    pos_target = pos0 + dp
+    qpos, jac, pos, rot = state.qpos, jac0, pos0, rot0
+
+    def solve(j, rhs):                                               # damped least squares
+        return j.T @ jnp.linalg.solve(j @ j.T + eye, rhs)
+
+    def legs(fn, x):
+        for f, (dofs, adrs) in enumerate(chains):
+            if dofs:
+                x = fn(f, np.asarray(dofs), np.asarray(adrs), x)
+        return x
+
+    for it in range(iterations):
+        err = jnp.concatenate([pos_target - pos, _rotation_error(rot0, rot)], axis=-1)
+
+        def move(f, dofs, adrs, q):
+            step = solve(jac[f][:, dofs], err[f])
+            return q.at[adrs].add(jnp.where(moving[f], step, 0.0))
+
+        qpos = legs(move, qpos)
+        pos, rot, jac = simulator.foot_frames(sim, qpos)
+
+    def speed(f, dofs, adrs, v):
+        step = solve(jac[f][:, dofs], vel_target[f] - jac[f] @ state.qvel)
+        return v.at[dofs].add(jnp.where(moving[f], step, 0.0))
+
+    return simulator.SimState(qpos, legs(speed, state.qvel))
+
+
+def branch_starts(sim: simulator.Sim, cfg: BCGConfig, state: simulator.SimState,
+                  normal_force: jax.Array, key: jax.Array) -> simulator.SimState:
+    """
+    The B branch states [B, ...] a bundle starts from: :func:`perturb_feet` of ``state``.
+
+    A foot is contacting when one of its spheres' normal force exceeds tau; each such
+    foot gets its own offsets, uniform in balls of radius sigma_p and sigma_v. The
+    offsets are constants of the backward pass (stop_gradient).
+    """
     nfeet = len(sim.foot_body)
     foot_of = jnp.asarray(np.asarray(sim.sphere_foot))
     foot_force = jax.ops.segment_max(normal_force, foot_of, num_segments=nfeet)
-    contacting = (foot_force > cfg.tau).astype(sim.dtype)             # [F]
     key_p, key_v = jax.random.split(key)
-    dp = cfg.sigma_p * _normal(cfg, key_p, (nfeet, 3), sim.dtype)
-    dv = cfg.sigma_v * _normal(cfg, key_v, (nfeet, 3), sim.dtype)
-    gram = jac @ jnp.swapaxes(jac, -1, -2) + cfg.damping * jnp.eye(3, dtype=sim.dtype)
-
-    def to_joints(dx):                                                 # [B, F, 3] -> [B, nv]
-        y = jnp.linalg.solve(gram[None], dx[..., None])[..., 0]        # [B, F, 3]
-        dq = jnp.einsum('fkn,bfk->bfn', jac, y)
-        return jnp.einsum('f,bfn->bn', contacting, dq)
-
-    return jax.lax.stop_gradient(to_joints(dp)), jax.lax.stop_gradient(to_joints(dv))
+    dp = ball(cfg, key_p, (nfeet,), cfg.sigma_p, sim.dtype)
+    dv = ball(cfg, key_v, (nfeet,), cfg.sigma_v, sim.dtype)
+    frozen = jax.lax.stop_gradient(state)
+    branches = jax.vmap(lambda p, v: perturb_feet(sim, cfg, frozen, p, v,
+                                                  foot_force > cfg.tau))(dp, dv)
+    # The branches are the state plus constant offsets: gradients flow through the state.
+    offset = jax.tree.map(lambda b, s: jax.lax.stop_gradient(b - s[None]), branches, frozen)
+    return jax.tree.map(lambda s, o: s[None] + o, state, offset)
 
 
 def _branch_mean(sim, branches: simulator.SimState) -> simulator.SimState:
@@ -172,10 +258,7 @@ def bundle(sim, cfg, state: BCGState, plain, info, action, key):
     open_ = state.left > 0
     triggered = jnp.logical_and(~open_, jnp.max(info.normal_force) > cfg.tau)
     bundled = jnp.logical_or(open_, triggered)
-    dq, dv = foot_offsets(sim, cfg, state.sim, info.normal_force, key)
-    start = simulator.SimState(
-        jax.vmap(lambda d: simulator.integrate_qpos(sim, state.sim.qpos, d, 1.0))(dq),
-        state.sim.qvel[None] + dv)
+    start = branch_starts(sim, cfg, state.sim, info.normal_force, key)
     begin = jax.tree.map(lambda a, b: jnp.where(open_, a, b), state.branches, start)
     branches, binfo = jax.vmap(simulator.step, in_axes=(None, 0, None))(sim, begin, action)
     mean = _branch_mean(sim, branches)

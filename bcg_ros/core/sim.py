@@ -483,10 +483,18 @@ def rollout(sim: Sim, state: SimState, actions: jax.Array):
     return jax.lax.scan(lambda s, a: step(sim, s, a), state, actions)
 
 
-def foot_jacobians(sim: Sim, state: SimState) -> Tuple[jax.Array, jax.Array]:
-    """Foot origin positions [F, 3] and their translational Jacobians [F, 3, nv]."""
-    d = _empty_data(sim).replace(qpos=state.qpos, qvel=state.qvel)
+def foot_frames(sim: Sim, qpos: jax.Array) -> Tuple[jax.Array, jax.Array, jax.Array]:
+    """
+    Foot origins [F, 3], orientations [F, 3, 3] and spatial Jacobians [F, 6, nv] at qpos.
+
+    A Jacobian's rows 0-2 give the foot origin's world velocity, rows 3-5 the foot's
+    world angular velocity, from qvel.
+    """
+    d = _empty_data(sim).replace(qpos=qpos)
     d = mjx.com_pos(sim.mjx_model, mjx.kinematics(sim.mjx_model, d))
-    pos = d.xpos[np.asarray(sim.foot_body, int)]
-    jac = point_jacobians(sim, d, sim.foot_body, pos)
-    return pos, jnp.swapaxes(jac, -1, -2)
+    feet = np.asarray(sim.foot_body, int)
+    pos = d.xpos[feet]
+    lin = point_jacobians(sim, d, sim.foot_body, pos)                   # [F, nv, 3]
+    mask = jnp.asarray(np.asarray(sim.body_dof_mask, bool)[feet], sim.dtype)
+    ang = d.cdof[None, :, :3] * mask[..., None]                          # [F, nv, 3]
+    return pos, d.xmat[feet], jnp.swapaxes(jnp.concatenate([lin, ang], axis=-1), -1, -2)
