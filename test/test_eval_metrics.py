@@ -25,6 +25,23 @@ def test_penetration_and_delta_d():
     assert metrics.mean_penetration_mm(np.zeros(0)) == 0.0
 
 
+def test_training_and_mujoco_average_penetration_the_same_way():
+    import jax.numpy as jnp
+
+    from bcg_ros.core import contact
+    # [steps, envs, spheres]: most sphere-steps do not penetrate, and one env-step has none.
+    rng = np.random.default_rng(0)
+    depth = rng.uniform(-0.02, 0.004, (20, 4, 8)).astype(np.float32)
+    depth[3, 1] = -0.01
+    total, count = contact.penetration_totals(jnp.asarray(depth))
+    train = float(contact.mean_penetration(total, count))
+    assert train == pytest.approx(metrics.mean_penetration_mm(depth[depth > 0]), rel=1e-5)
+    # Averaging per env-step with zeros for steps without contact would read lower.
+    per_step = np.asarray(total) / np.maximum(np.asarray(count), 1)
+    assert per_step.mean() < train
+    assert np.isnan(float(contact.mean_penetration(total * 0, count * 0)))
+
+
 def test_e_track_known_offset():
     # Every key point off by (3, 4, 0) cm -> 5 cm each, at every step.
     rng = np.random.default_rng(0)

@@ -118,7 +118,9 @@ def test_diverged_state_terminates_only_that_env(env, bad):
     assert e[1] == pytest.approx(100.0 * env.config.max_track_error)
     assert np.isfinite(e[0]) and e[0] < 100.0 * env.config.max_track_error
     assert m['track_reward'][1] == 0.0 and 0.0 < m['track_reward'][0] <= 1.0
-    assert float(out.info['penetration_mm'][1]) == 0.0   # not the diverged state's depth
+    # Not the diverged state's depth: no penetration counted for it.
+    assert float(out.info['penetration_sum_mm'][1]) == 0.0
+    assert float(out.info['penetration_count'][1]) == 0.0
 
 
 def test_e_track_is_the_evaluators_all_body_error(env):

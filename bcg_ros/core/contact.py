@@ -113,6 +113,24 @@ def sphere_depth(center: jax.Array, radius: float, terrain: Terrain):
     return depth, n, point
 
 
+def penetration_totals(depth, xp=jnp):
+    """
+    Sum [mm] and count of the penetrating contacts among ``depth`` [..., S] (m, positive in).
+
+    The mean penetration is the total sum over the total count, over whatever is pooled
+    (steps, envs, runs): only penetrating contacts count, in training and in MuJoCo.
+    """
+    inside = depth > 0
+    return (1e3 * xp.sum(xp.where(inside, depth, 0.0), axis=-1),
+            xp.sum(inside, axis=-1).astype(depth.dtype))
+
+
+def mean_penetration(total_mm, count, xp=jnp):
+    """Mean penetration [mm] from pooled :func:`penetration_totals`; NaN when nothing penetrated."""
+    total, n = xp.sum(total_mm), xp.sum(count)
+    return xp.where(n > 0, total / xp.maximum(n, 1), xp.nan)
+
+
 def normal_force(depth: jax.Array, depth_rate: jax.Array, p: ContactParams) -> jax.Array:
     """f_n [N] >= 0 of each sphere (module docstring)."""
     kd = p.k * depth

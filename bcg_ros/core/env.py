@@ -42,7 +42,7 @@ from typing import Any, Dict, Protocol, runtime_checkable
 import jax
 
 INFO_KEYS = ('terminated', 'truncated', 'terminal_obs', 'add_delta', 'e_track', 'bundle',
-             'penetration_mm')
+             'penetration_sum_mm', 'penetration_count')
 """Keys of ``StepOut.info`` that every environment provides."""
 
 

@@ -36,6 +36,7 @@ import numpy as np
 from bcg_ros import contract as ct
 from bcg_ros import motion as motion_mod
 from bcg_ros.core import bcg as bcg_mod
+from bcg_ros.core import contact
 from bcg_ros.core import sim as simulator
 from bcg_ros.core.env import StepOut
 from bcg_ros.robot import g1
@@ -280,10 +281,10 @@ class G1Env:
         m = s.mjx_model
         m = m.replace(body_mass=m.body_mass.at[self.pelvis].add(p.base_mass),
                       body_ipos=m.body_ipos.at[self.pelvis].add(p.com_offset))
-        contact = dataclasses.replace(s.contact, friction=p.friction * jnp.ones_like(
+        cparams = dataclasses.replace(s.contact, friction=p.friction * jnp.ones_like(
             s.contact.friction))
         return dataclasses.replace(s, mjx_model=m, kp=s.kp * p.gain_scale,
-                                   kd=s.kd * p.gain_scale, contact=contact)
+                                   kd=s.kd * p.gain_scale, contact=cparams)
 
     def _domain(self, key, n) -> DomainParams:
         """Sample ``n`` randomised robots."""
@@ -414,12 +415,9 @@ class G1Env:
         nxt = jax.tree.map(
             lambda a, f: jnp.where(done.reshape((-1,) + (1,) * (a.ndim - 1)) > 0, f, a),
             nxt, fresh)
-        depth = binfo.step.depth
-        pen = depth > 0
-        pen_mm = 1e3 * jnp.sum(jnp.where(pen, depth, 0.0), -1) / jnp.maximum(
-            jnp.sum(pen, -1), 1)
+        pen_mm, pen_n = contact.penetration_totals(jax.lax.stop_gradient(binfo.step.depth))
         # A diverged env's depth is garbage (1e9 mm): it would be the policy's delta-d.
-        pen_mm = jnp.where(diverged, 0.0, pen_mm)
+        pen_mm, pen_n = jnp.where(diverged, 0.0, pen_mm), jnp.where(diverged, 0.0, pen_n)
         err = jax.lax.stop_gradient(key_err)
         # E_track as the evaluator defines it: all bodies, not the reward's key points.
         body_err = jax.lax.stop_gradient(motion_mod.tracking_error(
@@ -431,12 +429,14 @@ class G1Env:
                 'terminal_critic_obs': terminal_critic_obs,
                 'add_delta': delta, 'e_track': e_track,
                 'bundle': binfo.bundled.astype(qpos.dtype),
-                'penetration_mm': jax.lax.stop_gradient(pen_mm),
+                'penetration_sum_mm': pen_mm, 'penetration_count': pen_n,
                 'root_height': qpos[:, 2],
                 'metrics': {
                     'track_reward': jnp.where(diverged, 0.0, jnp.exp(
                         -err ** 2 / c.tracking_sigma ** 2)),
-                    'diverged_rate': diverged.astype(qpos.dtype)}}
+                    'diverged_rate': diverged.astype(qpos.dtype),
+                    # A stiff contact that found no free bundle slot ran plain.
+                    'bundle_dropped_rate': binfo.dropped.astype(qpos.dtype)}}
         return nxt, StepOut(self.observe(nxt), reward, done, info)
 
 

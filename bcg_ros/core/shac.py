@@ -32,6 +32,7 @@ import jax.numpy as jnp
 import optax
 
 from bcg_ros.core import add as add_mod
+from bcg_ros.core import contact
 from bcg_ros.core import env as env_mod
 from bcg_ros.core import networks
 
@@ -189,7 +190,8 @@ def _rollout(actor, st: SHACState, key, cfg, add_cfg, env):
                 'env_reward': out.reward, 'add_reward': r_add,
                 'add_delta': jax.lax.stop_gradient(out.info['add_delta']),
                 'e_track': out.info['e_track'], 'bundle': out.info['bundle'],
-                'penetration_mm': out.info['penetration_mm'],
+                'penetration_sum_mm': out.info['penetration_sum_mm'],
+                'penetration_count': out.info['penetration_count'],
                 'metrics': jax.lax.stop_gradient(out.info.get('metrics', {}))}
         return env_state, data
 
@@ -268,7 +270,8 @@ def make_iterate(cfg: SHACConfig, add_cfg: add_mod.ADDConfig, env, total_iterati
                    'add_reward': jnp.mean(data['add_reward']),
                    'e_track': jnp.mean(data['e_track']),
                    'bundle_rate': jnp.mean(data['bundle']),
-                   'penetration_mm': jnp.mean(data['penetration_mm']),
+                   'penetration_mm': contact.mean_penetration(data['penetration_sum_mm'],
+                                                             data['penetration_count']),
                    'done_rate': jnp.mean(data['done']),
                    'fall_rate': jnp.mean(data['terminated']),
                    **{k: jnp.mean(v) for k, v in data['metrics'].items()},

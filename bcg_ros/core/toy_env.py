@@ -145,7 +145,8 @@ class ToyEnv:
                 'add_delta': jnp.concatenate([ref_p - pos, ref_v - vel], -1),
                 'e_track': 100.0 * dist,
                 'bundle': jnp.zeros_like(dist),
-                'penetration_mm': jnp.zeros_like(dist)}
+                'penetration_sum_mm': jnp.zeros_like(dist),
+                'penetration_count': jnp.zeros_like(dist)}
         return nxt, StepOut(self.observe(nxt), reward, done, info)
 
     def contract(self):

@@ -19,6 +19,7 @@ from typing import Dict, List, Optional, Sequence
 import numpy as np
 
 from bcg_ros import contract as ct
+from bcg_ros.core import contact
 from bcg_ros.motion import body_positions, Motion, tracking_error
 
 FALL_HEIGHT = 0.3
@@ -33,8 +34,9 @@ def fall_index(root_height: np.ndarray, threshold: float = FALL_HEIGHT) -> int:
 
 def mean_penetration_mm(depths: np.ndarray) -> float:
     """Mean depth [mm] over all penetrating foot contacts (depths in m, positive); 0 if none."""
-    depths = np.asarray(depths, float)
-    return float(depths.mean() * 1e3) if depths.size else 0.0
+    depths = np.asarray(depths, float).reshape(-1)
+    total, count = contact.penetration_totals(depths, xp=np)
+    return float(total / count) if count > 0 else 0.0
 
 
 def delta_d_mm(train_mm: Optional[float], mujoco_mm: float) -> Optional[float]:

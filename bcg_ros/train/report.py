@@ -25,7 +25,7 @@ SUMMARY = 'summary.json'
 E_TRACK_THRESHOLDS_CM = (40.0, 30.0, 20.0, 18.0, 17.0, 16.0, 15.0, 10.0, 5.0, 2.0, 1.0)
 """E_track levels at which the summary records the env samples needed to reach them."""
 SUMMARY_KEYS = ('reward', 'add_reward', 'track_reward', 'e_track', 'bundle_rate', 'fall_rate',
-                'diverged_rate', 'penetration_mm')
+                'bundle_dropped_rate', 'diverged_rate', 'penetration_mm')
 """Metrics the summary reports at the start, the end and by sixths of the run."""
 
 
