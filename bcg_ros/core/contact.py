@@ -126,7 +126,7 @@ def penetration_totals(depth, xp=jnp):
 
 
 def mean_penetration(total_mm, count, xp=jnp):
-    """Mean penetration [mm] from pooled :func:`penetration_totals`; NaN when nothing penetrated."""
+    """Mean penetration [mm] of pooled :func:`penetration_totals`; NaN if nothing penetrated."""
     total, n = xp.sum(total_mm), xp.sum(count)
     return xp.where(n > 0, total / xp.maximum(n, 1), xp.nan)
 

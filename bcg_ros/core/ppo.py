@@ -142,8 +142,9 @@ def make_iterate(cfg: PPOConfig, add_cfg: add_mod.ADDConfig, env, total_iteratio
                     'done': out.done, 'terminated': out.info['terminated'],
                     'env_reward': out.reward, 'add_reward': r_add,
                     'add_delta': out.info['add_delta'], 'e_track': out.info['e_track'],
-                    'bundle': out.info['bundle'], 'penetration_sum_mm': out.info['penetration_sum_mm'],
-                'penetration_count': out.info['penetration_count'],
+                    'bundle': out.info['bundle'],
+                    'penetration_sum_mm': out.info['penetration_sum_mm'],
+                    'penetration_count': out.info['penetration_count'],
                     'metrics': jax.lax.stop_gradient(out.info.get('metrics', {}))}
             return env_state, data
 
@@ -207,7 +208,7 @@ def make_iterate(cfg: PPOConfig, add_cfg: add_mod.ADDConfig, env, total_iteratio
                    'e_track': jnp.mean(data['e_track']),
                    'bundle_rate': jnp.mean(data['bundle']),
                    'penetration_mm': contact.mean_penetration(data['penetration_sum_mm'],
-                                                             data['penetration_count']),
+                                                              data['penetration_count']),
                    'done_rate': jnp.mean(data['done']),
                    'fall_rate': jnp.mean(data['terminated']),
                    **{k: jnp.mean(v) for k, v in data['metrics'].items()},

@@ -271,7 +271,7 @@ def make_iterate(cfg: SHACConfig, add_cfg: add_mod.ADDConfig, env, total_iterati
                    'e_track': jnp.mean(data['e_track']),
                    'bundle_rate': jnp.mean(data['bundle']),
                    'penetration_mm': contact.mean_penetration(data['penetration_sum_mm'],
-                                                             data['penetration_count']),
+                                                              data['penetration_count']),
                    'done_rate': jnp.mean(data['done']),
                    'fall_rate': jnp.mean(data['terminated']),
                    **{k: jnp.mean(v) for k, v in data['metrics'].items()},
