@@ -411,6 +411,22 @@ def load_contract(session, path: str) -> contract_mod.Contract:
         f'{deploy} beside it')
 
 
+def _own_clip(c: contract_mod.Contract, path: str):
+    """The built-in clip the contract names (its motion_name), checked against its length."""
+    from bcg_ros import motion as motion_mod
+    if c.motion_name not in motion_mod.BUILTIN:
+        raise contract_mod.ContractError(
+            f'{path}: field obs_terms: the policy observes a reference motion '
+            f'({c.motion_name or "unnamed"}, not a built-in clip); give one (parameter motion)')
+    clip = motion_mod.load_motion(c.motion_name, control_dt=c.control_dt)
+    if c.motion_frames and clip.num_frames != c.motion_frames:
+        raise contract_mod.ContractError(
+            f'{path}: field motion_frames: the policy was trained on {c.motion_frames} frames '
+            f'of {c.motion_name!r}, the built-in clip has {clip.num_frames}; give the clip it '
+            'was trained on (parameter motion)')
+    return clip
+
+
 class PolicyRunner:
     """An ONNX policy with its contract, stepped at the control rate on LowState samples."""
 
@@ -438,9 +454,7 @@ class PolicyRunner:
                 f'has shape {out.shape}')
         if c.uses_reference:
             if motion is None:
-                raise contract_mod.ContractError(
-                    f'{path}: field obs_terms: the policy observes a reference motion '
-                    f'({c.motion_name or "unnamed"}); give one (parameter motion)')
+                motion = _own_clip(c, self.path)
             if abs(motion.fps * c.control_dt - 1.0) > 1e-6:
                 raise contract_mod.ContractError(
                     f'{path}: field control_dt: motion {motion.name!r} is at {motion.fps} fps, '

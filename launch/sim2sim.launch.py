@@ -4,6 +4,7 @@ Sim2sim: the G1 simulator node, the policy executor, the state bridge, the robot
 g1_sim_node speaks the robot's own /lowstate and /lowcmd, so policy_node and
 state_bridge_node run exactly as on the real G1.
 
+    ros2 launch bcg_ros sim2sim.launch.py                 # the shipped run policy
     ros2 launch bcg_ros sim2sim.launch.py policy:=/path/to/policy.onnx
 """
 
@@ -23,14 +24,24 @@ def _config(name):
     return os.path.join(SHARE, 'config', name)
 
 
+def _shipped_policy() -> str:
+    """The package's shipped run policy, or '' (stand and damping only) if there is none."""
+    from bcg_ros import policies
+    try:
+        return str(policies.path())
+    except policies.PolicyNotShipped:
+        return ''
+
+
 def generate_launch_description():
     policy = LaunchConfiguration('policy')
     use_sim_time = LaunchConfiguration('use_sim_time')
     with open(os.path.join(SHARE, 'urdf', 'g1_29dof.urdf')) as f:
         urdf = f.read()
     return LaunchDescription([
-        DeclareLaunchArgument('policy', default_value='',
-                              description='ONNX policy file (empty: stand and damping only)'),
+        DeclareLaunchArgument('policy', default_value=_shipped_policy(),
+                              description='ONNX policy file (default: the shipped run policy; '
+                                          'empty: stand and damping only)'),
         DeclareLaunchArgument('policy_config', default_value=_config('policy_node.yaml'),
                               description='policy_node parameters file'),
         DeclareLaunchArgument('sim_config', default_value=_config('g1_sim_node.yaml'),

@@ -1,9 +1,10 @@
 """
 ``bcg-eval``: judge a policy in MuJoCo, or regenerate the paper's Tables 1 and 2.
 
-One policy::
+One policy (without POLICY.onnx: the package's shipped policy of --motion, run by
+default; bcg_ros/policies)::
 
-    bcg-eval POLICY.onnx [--deploy-yaml deploy.yaml] [--model MJCF]
+    bcg-eval [POLICY.onnx] [--deploy-yaml deploy.yaml] [--model MJCF]
              [--motion NAME_OR_PATH | --command VX VY WZ] [--runs 5] [--out DIR]
              [--video] [--no-filmstrip]
 
@@ -29,6 +30,7 @@ import pathlib
 import sys
 from typing import List, Optional
 
+from bcg_ros import policies
 from bcg_ros.contract import ContractError
 from bcg_ros.eval import report
 from bcg_ros.eval.evaluator import EvalConfig, evaluate
@@ -88,7 +90,9 @@ def _one(argv: List[str]) -> int:
     p = argparse.ArgumentParser(prog='bcg-eval', description=__doc__.splitlines()[0],
                                 epilog='Subcommands: bcg-eval table1 --help, '
                                        'bcg-eval table2 --help')
-    p.add_argument('policy', help='policy ONNX file')
+    p.add_argument('policy', nargs='?', default='',
+                   help='policy ONNX file (default: the shipped policy of --motion, or of '
+                        f'{policies.DEFAULT_MOTION!r})')
     p.add_argument('--deploy-yaml', default='',
                    help='IsaacLab/unitree_rl_lab deploy.yaml (default: the ONNX metadata, '
                         'or deploy.yaml / ../params/deploy.yaml beside the policy)')
@@ -99,6 +103,9 @@ def _one(argv: List[str]) -> int:
     p.add_argument('--out', default='', help='report folder (default: eval/<policy name>)')
     _common(p)
     args = p.parse_args(argv)
+    if not args.policy:
+        args.motion = args.motion or policies.DEFAULT_MOTION
+        args.policy = str(policies.path(args.motion))
     cfg = EvalConfig(policy=args.policy, deploy_yaml=args.deploy_yaml, model=args.model,
                      motion=args.motion, command=tuple(args.command), runs=args.runs,
                      rollout=_rollout(args), baselines=tuple(args.baselines),
@@ -169,7 +176,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         if argv and argv[0] in ('table1', 'table2'):
             return _table(argv[1:], argv[0])
         return _one(argv)
-    except (ContractError, ModelError, ValueError) as exc:
+    except (ContractError, ModelError, ValueError, policies.PolicyNotShipped) as exc:
         print(f'bcg-eval: error: {exc}', file=sys.stderr)
         return 2
 
