@@ -27,7 +27,6 @@ fuzz drive them directly.
 """
 
 import enum
-import pathlib
 from dataclasses import dataclass, field, fields, replace
 from functools import cached_property
 from typing import Optional, Tuple
@@ -396,21 +395,6 @@ def on_tick(cfg: ExecutorConfig, st: ExecState, now: float,
 
 # --- the policy ------------------------------------------------------------
 
-def load_contract(session, path: str) -> contract_mod.Contract:
-    """The policy's contract: from its ONNX metadata, else from deploy.yaml beside it."""
-    meta = session.get_modelmeta().custom_metadata_map
-    if contract_mod.METADATA_KEY in meta:
-        return contract_mod.Contract.from_metadata(meta, source=path)
-    deploy = pathlib.Path(path).with_name('deploy.yaml')
-    if deploy.is_file():
-        import yaml
-        with open(deploy) as f:
-            return contract_mod.Contract.from_dict(yaml.safe_load(f), source=str(deploy))
-    raise contract_mod.ContractError(
-        f'{path}: no {contract_mod.METADATA_KEY!r} entry in the ONNX metadata and no '
-        f'{deploy} beside it')
-
-
 def _own_clip(c: contract_mod.Contract, path: str):
     """The built-in clip the contract names (its motion_name), checked against its length."""
     from bcg_ros import motion as motion_mod
@@ -432,26 +416,14 @@ class PolicyRunner:
 
     def __init__(self, path: str, motion=None, threads: int = 1):
         """Load ``path`` and check its contract against the G1 (ContractError names the field)."""
-        import onnxruntime as ort
-        opts = ort.SessionOptions()
-        opts.intra_op_num_threads = threads
-        opts.inter_op_num_threads = 1
-        if not pathlib.Path(path).is_file():
-            raise contract_mod.ContractError(f'{path}: no such policy file')
-        self.session = ort.InferenceSession(str(path), opts, providers=['CPUExecutionProvider'])
+        from bcg_ros.runtime.policy import load_policy
+        self.policy = load_policy(path, threads=threads)
+        self.session = self.policy.session
         self.path = str(path)
-        self.contract = c = load_contract(self.session, self.path)
+        self.contract = c = self.policy.contract
+        # The node runs at the G1's control rate; the evaluator can run other periods.
         c.check_robot(g1.JOINT_NAMES, g1.CONTROL_DT, source=self.path)
         inp = self.session.get_inputs()[0]
-        out = self.session.get_outputs()[0]
-        if not inp.shape or inp.shape[-1] != c.obs_size:
-            raise contract_mod.ContractError(
-                f'{path}: field obs_size: contract {c.obs_size}, ONNX input {inp.name!r} has '
-                f'shape {inp.shape}')
-        if not out.shape or out.shape[-1] != c.num_joints:
-            raise contract_mod.ContractError(
-                f'{path}: field joint_names: {c.num_joints} joints, ONNX output {out.name!r} '
-                f'has shape {out.shape}')
         if c.uses_reference:
             if motion is None:
                 motion = _own_clip(c, self.path)
@@ -460,7 +432,7 @@ class PolicyRunner:
                     f'{path}: field control_dt: motion {motion.name!r} is at {motion.fps} fps, '
                     f'the policy runs at {1.0 / c.control_dt} Hz')
         self.motion = motion
-        self._input = inp.name
+        self._input = self.policy.input_name
         self._input_shape = tuple(1 if not isinstance(d, int) else d for d in inp.shape)
         self.slots = lowlevel.motor_slots(c.joint_names)
         self.kp = lowlevel.to_motor_order(np.asarray(c.kp), self.slots, g1.DEFAULT_KP)

@@ -13,8 +13,8 @@ import pytest
 from bcg_ros import contract as ct
 from bcg_ros.eval import cli, jax_rollout, metrics, report, synthetic
 from bcg_ros.eval.evaluator import EvalConfig, evaluate
-from bcg_ros.eval.policy import load_policy
 from bcg_ros.eval.rollout import Baseline, run_once
+from bcg_ros.runtime.policy import load_policy
 
 QUIET = synthetic.quiet_rollout()
 

@@ -7,14 +7,14 @@ import pytest
 
 from bcg_ros import contract as ct
 from bcg_ros.eval import synthetic
-from bcg_ros.eval.policy import contract_from_deploy, load_policy, TRAIN_PENETRATION_KEY
 from bcg_ros.robot import g1
+from bcg_ros.runtime.policy import contract_from_deploy, load_policy
 
 
 def test_project_metadata_round_trip(tmp_path):
     c = ct.imitation_contract('stand', 101)
     path = synthetic.save_policy(tmp_path / 'p.onnx', c,
-                                 extra_metadata={TRAIN_PENETRATION_KEY: '3.25'})
+                                 extra_metadata={ct.TRAIN_PENETRATION_KEY: '3.25'})
     p = load_policy(path)
     assert p.contract == c
     assert p.source == 'metadata'
@@ -182,3 +182,35 @@ def test_non_finite_gains_are_refused_at_load(tmp_path):
     (tmp_path / 'deploy.yaml').write_text(yaml.safe_dump(d))
     with pytest.raises(ct.ContractError, match=r"deploy\.yaml: field 'stiffness'\[1\] is nan"):
         load_policy(path)
+
+
+def test_deploy_yaml_with_the_exporters_python_tags_loads(tmp_path):
+    # IsaacLab's exporter dumps with yaml.dump: slices and tuples carry Python tags.
+    import yaml
+    c = synthetic.velocity_contract()
+    d = synthetic.deploy_yaml(c)
+    d['actions']['JointPositionAction']['joint_ids'] = slice(None, None, None)
+    d['observations']['base_ang_vel']['scale'] = tuple(d['observations']['base_ang_vel']
+                                                       .get('scale') or (0.2, 0.2, 0.2))
+    text = yaml.dump(d, sort_keys=False)
+    assert '!!python/object/apply:builtins.slice' in text and '!!python/tuple' in text
+    (tmp_path / 'deploy.yaml').write_text(text)
+    path = synthetic.save_policy(tmp_path / 'p.onnx', None, obs_size=c.obs_size)
+    p = load_policy(path)
+    assert p.contract.obs_size == c.obs_size and p.source.endswith('deploy.yaml')
+    from bcg_ros.runtime.policy import read_yaml
+    assert read_yaml(tmp_path / 'deploy.yaml')['actions']['JointPositionAction'][
+        'joint_ids'] == slice(None, None, None)
+
+
+@pytest.mark.parametrize('tag', ['!!python/object/apply:os.system ["touch {mark}"]',
+                                 '!!python/name:os.system', '!!python/object/new:dict []',
+                                 '!custom 1'])
+def test_a_yaml_tag_that_could_run_code_is_refused_naming_file_line_and_tag(tmp_path, tag):
+    from bcg_ros.runtime.policy import read_yaml
+    mark = tmp_path / 'ran'
+    path = tmp_path / 'deploy.yaml'
+    path.write_text('step_dt: 0.02\nactions:\n  x: ' + tag.format(mark=mark) + '\n')
+    with pytest.raises(ct.ContractError, match=rf"{path}: line 3: tag '.*' is not read"):
+        read_yaml(path)
+    assert not mark.exists()

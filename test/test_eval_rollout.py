@@ -9,10 +9,10 @@ import pytest
 from bcg_ros import contract as ct
 from bcg_ros.eval import cli, report, synthetic
 from bcg_ros.eval.evaluator import EvalConfig, evaluate
-from bcg_ros.eval.policy import load_policy, TRAIN_PENETRATION_KEY
 from bcg_ros.eval.rollout import physics_dt, RolloutConfig, run_once
 from bcg_ros.robot import g1
 from bcg_ros.robot import model as g1_model
+from bcg_ros.runtime.policy import load_policy
 
 QUIET = synthetic.quiet_rollout()
 
@@ -26,7 +26,7 @@ def stand(g):
 def zeros_policy(tmp_path_factory, stand):
     c = ct.imitation_contract('stand', stand.num_frames)   # with a training penetration
     path = synthetic.save_policy(tmp_path_factory.mktemp('zeros') / 'policy.onnx', c,
-                                 extra_metadata={TRAIN_PENETRATION_KEY: '3.0'})
+                                 extra_metadata={ct.TRAIN_PENETRATION_KEY: '3.0'})
     return load_policy(path)
 
 
@@ -144,7 +144,7 @@ def test_table1_from_a_runs_directory(g, stand, tmp_path, monkeypatch):
     monkeypatch.setattr(evaluator, 'resolve_motion', lambda spec, dt: stand)
     c = ct.imitation_contract('stand', stand.num_frames)
     synthetic.save_policy(tmp_path / 'runs' / 'jump' / 'shac_bcg_k300' / 'policy.onnx', c,
-                          extra_metadata={TRAIN_PENETRATION_KEY: '3.0'})
+                          extra_metadata={ct.TRAIN_PENETRATION_KEY: '3.0'})
     synthetic.save_policy(tmp_path / 'runs' / 'jump' / 'shac_bcg_k50' / 'policy.onnx', c,
                           bias=6.0)
     rc = cli.main(['table1', '--runs-dir', str(tmp_path / 'runs'), '--motions', 'jump',

@@ -341,18 +341,35 @@ def test_missing_contract_and_missing_file_are_named(tmp_path):
         ex.PolicyRunner(str(tmp_path / 'absent.onnx'))
 
 
-def test_deploy_yaml_beside_the_policy_is_read(tmp_path):
+def test_contract_file_and_isaaclab_deploy_yaml_beside_the_policy_are_read(tmp_path):
+    """Two sources, each by its own name: the project's contract.yaml, IsaacLab's deploy.yaml."""
     import json
 
     import onnx
     import yaml
+
+    from bcg_ros.eval import synthetic
     path = testing.constant_policy(tmp_path / 'p.onnx', 0.0)
     model = onnx.load(str(path))
     del model.metadata_props[:]
     onnx.save(model, str(path))
     d = json.loads(testing.state_contract().to_metadata()[contract_mod.METADATA_KEY])
-    (tmp_path / 'deploy.yaml').write_text(yaml.safe_dump(d))
-    assert ex.PolicyRunner(str(path)).contract.obs_size == testing.state_contract().obs_size
+    (tmp_path / 'contract.yaml').write_text(yaml.safe_dump(d))
+    runner = ex.PolicyRunner(str(path))
+    assert runner.contract == testing.state_contract()
+    assert runner.policy.source.endswith('contract.yaml')
+    # The same contract as IsaacLab writes it, in unitree_rl_lab's params/ folder.
+    (tmp_path / 'contract.yaml').unlink()
+    velocity = synthetic.velocity_contract()
+    (tmp_path / 'exported').mkdir()
+    vpath = testing.constant_policy(tmp_path / 'exported' / 'policy.onnx', 0.0, velocity)
+    model = onnx.load(str(vpath))
+    del model.metadata_props[:]
+    onnx.save(model, str(vpath))
+    synthetic.write_deploy_yaml(tmp_path / 'params' / 'deploy.yaml', velocity)
+    runner = ex.PolicyRunner(str(vpath))
+    assert runner.policy.source.endswith('params/deploy.yaml')
+    assert runner.contract.obs_size == velocity.obs_size
 
 
 def _motion(frames=10, fps=50.0):

@@ -50,12 +50,12 @@ def test_onnx_parity_and_metadata(tmp_path, which):
     assert diff < PARITY_TOL, f'onnxruntime vs JAX max abs diff {diff:.2e} >= {PARITY_TOL}'
     meta = dict(sess.get_modelmeta().custom_metadata_map)
     assert ct.Contract.from_metadata(meta) == contract
-    assert float(meta[export.PENETRATION_KEY]) == 3.25
+    assert float(meta[ct.TRAIN_PENETRATION_KEY]) == 3.25
     assert not list(tmp_path.glob('*.tmp')), 'the atomic write left a temporary file'
 
 
 def test_evaluator_reads_the_exported_contract(tmp_path):
-    policy_mod = pytest.importorskip('bcg_ros.eval.policy')
+    policy_mod = pytest.importorskip('bcg_ros.runtime.policy')
     contract = ct.imitation_contract('jump', 100)
     actor, norm = _random_policy(contract.obs_size, contract.num_joints, (64, 64))
     path = export.export_policy(tmp_path / 'policy.onnx', actor, norm, contract, 5.0, 2.0)

@@ -14,9 +14,9 @@ from bcg_ros import contract as ct
 from bcg_ros import policies
 from bcg_ros import motion as motion_mod
 from bcg_ros.eval import metrics, synthetic
-from bcg_ros.eval.policy import load_policy
 from bcg_ros.eval.rollout import run_once
 from bcg_ros.robot import g1
+from bcg_ros.runtime.policy import load_policy
 
 POLICIES = sorted((pathlib.Path(motion_mod.__file__).parent / 'policies').glob('*.onnx'))
 

@@ -41,7 +41,7 @@ def run(args) -> int:
     _one_core()
     from bcg_ros import contract as ct
     from bcg_ros.eval import synthetic
-    from bcg_ros.eval.policy import load_policy
+    from bcg_ros.runtime.policy import load_policy
     from bcg_ros.eval.rollout import RolloutConfig, run_once
 
     seconds = 4.0 if args.quick else args.seconds

@@ -15,11 +15,11 @@ import numpy as np
 from bcg_ros import contract as ct
 from bcg_ros import motion as motion_mod
 from bcg_ros.eval import metrics, render
-from bcg_ros.eval.policy import load_policy, Policy
 from bcg_ros.eval.render import Media, RenderConfig
 from bcg_ros.eval.rollout import Baseline, num_steps, Run, run_all, RolloutConfig, StepView
 from bcg_ros.motion import Motion
 from bcg_ros.robot import model as g1_model
+from bcg_ros.runtime.policy import load_policy, Policy
 
 
 @dataclass(frozen=True)

@@ -18,11 +18,11 @@ import numpy as np
 
 from bcg_ros import contract as ct
 from bcg_ros import motion as motion_mod
-from bcg_ros.eval.policy import Policy
 from bcg_ros.eval.rollout import (Baseline, Controller, make_run, MAX_SPEED, motor_gains,
                                   num_steps, ROW_SHAPES, RolloutConfig, Run)
 from bcg_ros.motion import Motion
 from bcg_ros.robot import g1
+from bcg_ros.runtime.policy import Policy
 
 
 @functools.lru_cache(maxsize=4)

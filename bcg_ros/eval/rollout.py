@@ -20,11 +20,11 @@ import mujoco
 import numpy as np
 
 from bcg_ros import contract as ct
-from bcg_ros.eval.policy import Policy
 from bcg_ros import motion as motion_mod
 from bcg_ros.motion import Motion
 from bcg_ros.robot import g1, pd
 from bcg_ros.robot.model import G1Model
+from bcg_ros.runtime.policy import Policy
 
 
 @dataclass(frozen=True)

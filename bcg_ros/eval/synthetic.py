@@ -204,7 +204,7 @@ def zeros_policy(folder: Union[str, pathlib.Path], motion, residual: bool = Fals
     It holds the default pose (or, ``residual``, replays the motion): the
     evaluator's tests and benchmarks judge it against hand-computed figures.
     """
-    from bcg_ros.eval.policy import load_policy
+    from bcg_ros.runtime.policy import load_policy
 
     c = ct.imitation_contract(motion.name, motion.num_frames, residual=residual)
     return load_policy(save_policy(pathlib.Path(folder) / 'policy.onnx', c))

@@ -27,7 +27,6 @@ from bcg_ros.train.checkpoint import atomic_write
 
 OPSET = 17
 """LayerNormalization is an ONNX operator from opset 17."""
-PENETRATION_KEY = ct.TRAIN_PENETRATION_KEY
 
 
 def build_model(actor, obs_norm: networks.Normalizer, obs_clip: float,
@@ -85,7 +84,7 @@ def export_policy(path, actor, obs_norm: networks.Normalizer, contract, obs_clip
         raise ValueError(f'{path}: contract obs_size {contract.obs_size} != actor input '
                          f'{actor["mlp"][0]["w"].shape[0]}')
     meta = dict(contract.to_metadata())
-    meta[PENETRATION_KEY] = repr(float(train_penetration_mm))
+    meta[ct.TRAIN_PENETRATION_KEY] = repr(float(train_penetration_mm))
     meta.update(extra or {})
     model = build_model(actor, obs_norm, obs_clip, meta)
     path = pathlib.Path(path)

@@ -1,15 +1,21 @@
 """
-Load a policy (ONNX) and the contract it was trained under.
+The one policy loader: an ONNX file and the contract it was trained under.
 
-Where the contract comes from, tried in this order:
+Every consumer (policy_node's runner, bcg-eval, evaluator_node, the trainer's export
+check) loads through :func:`load_policy`. Where the contract comes from, tried in
+this order, each source under its own name:
 
-1. a ``deploy.yaml`` in the IsaacLab/unitree_rl_lab format, given explicitly;
+1. an IsaacLab/unitree_rl_lab ``deploy.yaml``, given explicitly;
 2. the project's own ONNX metadata (:data:`bcg_ros.contract.METADATA_KEY`);
-3. a ``deploy.yaml`` found beside the ONNX file (``deploy.yaml`` in its folder,
-   or ``../params/deploy.yaml`` as unitree_rl_lab lays out ``exported/policy.onnx``).
+3. the project's contract file beside the ONNX (``contract.yaml``: the metadata's
+   JSON, or the same as YAML);
+4. a ``deploy.yaml`` beside the ONNX (``deploy.yaml`` in its folder, or
+   ``../params/deploy.yaml`` as unitree_rl_lab lays out ``exported/policy.onnx``).
 
 Either way the result is a :class:`bcg_ros.contract.Contract`: the observation
 is built by the same contract module the trainer uses, never a second copy.
+YAML is read by :func:`read_yaml`, which understands the Python tags IsaacLab's
+exporter writes (slices, tuples) and constructs nothing else.
 """
 
 import pathlib
@@ -22,7 +28,8 @@ import yaml
 from bcg_ros import contract as ct
 from bcg_ros.robot import g1
 
-TRAIN_PENETRATION_KEY = ct.TRAIN_PENETRATION_KEY
+CONTRACT_FILE = 'contract.yaml'
+"""The project's contract file, looked for beside the ONNX."""
 
 BEYONDMIMIC_KEYS = ('anchor_body_name', 'observation_names', 'joint_names')
 """Metadata keys by which a BeyondMimic-style ONNX export is recognised."""
@@ -50,7 +57,7 @@ class Policy:
     @property
     def train_penetration_mm(self) -> Optional[float]:
         """Mean foot penetration [mm] in the training simulator, if the trainer recorded it."""
-        v = self.metadata.get(TRAIN_PENETRATION_KEY)
+        v = self.metadata.get(ct.TRAIN_PENETRATION_KEY)
         return float(v) if v not in (None, '') else None
 
     @property
@@ -62,6 +69,56 @@ class Policy:
         """Raw action [n_joints] (contract order) for one observation vector."""
         x = np.asarray(obs, np.float32).reshape(1, -1)
         return self.session.run([self.output_name], {self.input_name: x})[0][0]
+
+
+class _ExportLoader(yaml.SafeLoader):
+    """Safe YAML plus the Python tags policy exporters write (slices, tuples)."""
+
+
+def _slice(loader: yaml.SafeLoader, node: yaml.Node) -> slice:
+    return slice(*loader.construct_sequence(node))
+
+
+def _tuple(loader: yaml.SafeLoader, node: yaml.Node) -> tuple:
+    return tuple(loader.construct_sequence(node))
+
+
+def _refuse(loader: yaml.SafeLoader, suffix: str, node: yaml.Node):
+    mark = node.start_mark
+    raise ct.ContractError(f'{mark.name}: line {mark.line + 1}: tag {node.tag!r} is not '
+                           'read (only slices and tuples are; it could run code)')
+
+
+_ExportLoader.add_constructor('tag:yaml.org,2002:python/object/apply:builtins.slice', _slice)
+_ExportLoader.add_constructor('tag:yaml.org,2002:python/tuple', _tuple)
+_ExportLoader.add_multi_constructor('tag:yaml.org,2002:python/', _refuse)
+_ExportLoader.add_multi_constructor('!', _refuse)
+
+
+def read_yaml(path: Union[str, pathlib.Path]) -> Mapping:
+    """
+    A YAML mapping from ``path``; errors (ContractError) name the file and the line.
+
+    Python tags other than slices and tuples are refused, never constructed.
+    """
+    path = pathlib.Path(path)
+    try:
+        with open(path) as f:
+            loader = _ExportLoader(f)
+            loader.name = str(path)
+            try:
+                d = loader.get_single_data()
+            finally:
+                loader.dispose()
+    except OSError as exc:
+        raise ct.ContractError(f'{path}: cannot read it: {exc}') from exc
+    except yaml.YAMLError as exc:
+        raise ct.ContractError(f'{path}: not valid YAML: {exc}') from exc
+    if d is None:
+        return {}
+    if not isinstance(d, Mapping):
+        raise ct.ContractError(f'{path}: expected a mapping at the top, got {type(d).__name__}')
+    return d
 
 
 def _list(d: Mapping, key: str, n: Optional[int], source: str, default=None):
@@ -226,27 +283,30 @@ def load_policy(path: Union[str, pathlib.Path],
     sess = _session(path, threads)
     meta = dict(sess.get_modelmeta().custom_metadata_map)
     ranges = None
-    if deploy_yaml is None and ct.METADATA_KEY not in meta:
+    beside = path.parent / CONTRACT_FILE
+    if deploy_yaml is None and ct.METADATA_KEY not in meta and not beside.is_file():
         deploy_yaml = find_deploy_yaml(path)
     if deploy_yaml is not None:
         deploy_yaml = pathlib.Path(deploy_yaml)
         if not deploy_yaml.is_file():
             raise ct.ContractError(f'{deploy_yaml}: no such deploy file')
-        with open(deploy_yaml) as f:
-            d = yaml.safe_load(f) or {}
-        contract, ranges = contract_from_deploy(d, str(deploy_yaml))
+        contract, ranges = contract_from_deploy(read_yaml(deploy_yaml), str(deploy_yaml))
         source = str(deploy_yaml)
     elif ct.METADATA_KEY in meta:
         contract = ct.Contract.from_metadata(meta, str(path))
         source = 'metadata'
+    elif beside.is_file():
+        contract = ct.Contract.from_dict(read_yaml(beside), str(beside))
+        source = str(beside)
     elif all(k in meta for k in BEYONDMIMIC_KEYS):
         raise ct.ContractError(
             f'{path}: BeyondMimic-style metadata (observation_names='
             f'{meta["observation_names"]!r}) carries its reference motion inside the ONNX '
             'graph; bcg_ros runs such a policy only with a deploy.yaml describing its terms')
     else:
-        raise ct.ContractError(f'{path}: no {ct.METADATA_KEY!r} metadata and no deploy.yaml '
-                               f'beside it; pass one (metadata keys: {sorted(meta)})')
+        raise ct.ContractError(f'{path}: no {ct.METADATA_KEY!r} metadata, no {CONTRACT_FILE} '
+                               f'and no deploy.yaml beside it; pass one (metadata keys: '
+                               f'{sorted(meta)})')
     contract.check_robot(g1.JOINT_NAMES, contract.control_dt, source=f'{path} ({source})')
     if source != 'metadata':
         _cross_check(path, meta, contract, source)
