@@ -26,7 +26,6 @@ import pathlib
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Sequence, Tuple, Union
 
-import mujoco
 import numpy as np
 
 from bcg_ros.contract import quat_conj, quat_mul, quat_rotate_inverse, quat_to_6d
@@ -189,7 +188,10 @@ class _Points:
     sphere_offsets: np.ndarray
 
 
-def _points(model: mujoco.MjModel) -> _Points:
+def _points(model) -> _Points:
+    """Body ids and offsets of the key points and foot spheres in ``model`` (a MjModel)."""
+    import mujoco
+
     def body_id(name):
         i = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_BODY, name)
         if i < 0:
@@ -216,6 +218,7 @@ def forward_kinematics(root_pos: np.ndarray, root_quat: np.ndarray, joint_pos: n
     points are the bodies and offsets of ``g1.KEY_POINTS``, so any G1 model
     works, with or without the project's sites.
     """
+    import mujoco
     robot = robot if robot is not None else _default_model()
     model = robot.model
     pts = _points(model)
@@ -238,6 +241,7 @@ def forward_kinematics(root_pos: np.ndarray, root_quat: np.ndarray, joint_pos: n
 
 def body_positions(motion: 'Motion', robot=None) -> np.ndarray:
     """Return the origins of the ``g1.TRACK_BODIES`` [T, B, 3] over a motion, by FK."""
+    import mujoco
     robot = robot if robot is not None else _default_model()
     model = robot.model
     ids = []
