@@ -29,7 +29,7 @@ fuzz drive them directly.
 import enum
 from dataclasses import dataclass, field, fields, replace
 from functools import cached_property
-from typing import Optional, Tuple
+from typing import Dict, Mapping, Optional, Tuple
 
 import numpy as np
 
@@ -395,6 +395,39 @@ def on_tick(cfg: ExecutorConfig, st: ExecState, now: float,
 
 # --- the policy ------------------------------------------------------------
 
+DEFAULT_COMMAND_RANGES: Dict[str, Tuple[float, float]] = {
+    'lin_vel_x': (-0.5, 1.0), 'lin_vel_y': (-0.5, 0.5), 'ang_vel_z': (-1.0, 1.0)}
+"""Velocity command ranges [m/s, m/s, rad/s] for a policy that states none."""
+COMMAND_KEYS = ('lin_vel_x', 'lin_vel_y', 'ang_vel_z')
+
+
+def clip_command(command, ranges: Mapping[str, Tuple[float, float]]) -> np.ndarray:
+    """(vx, vy, wz) clipped into ``ranges``; a non-finite value becomes 0."""
+    v = np.nan_to_num(np.asarray(command, float).reshape(3), nan=0.0, posinf=0.0, neginf=0.0)
+    lo = np.array([ranges[k][0] for k in COMMAND_KEYS])
+    hi = np.array([ranges[k][1] for k in COMMAND_KEYS])
+    return np.clip(v, lo, hi)
+
+
+def stick_command(remote: lowlevel.Remote, ranges: Mapping[str, Tuple[float, float]],
+                  dead_band: float = 0.1) -> np.ndarray:
+    """
+    (vx, vy, wz) from the remote's sticks.
+
+    Left stick up is +vx, left stick left is +vy, right stick left is +wz (turn left).
+    Each axis in [-1, 1] loses its dead band and is rescaled to [-1, 1]; full deflection
+    reaches the end of the range on its side (a range of (-0.5, 1.0) gives 1.0 forward
+    and -0.5 back).
+    """
+    out = []
+    for key, axis in zip(COMMAND_KEYS, (remote.ly, -remote.lx, -remote.rx)):
+        a = float(np.clip(np.nan_to_num(axis), -1.0, 1.0))
+        a = np.sign(a) * max(abs(a) - dead_band, 0.0) / max(1.0 - dead_band, 1e-9)
+        lo, hi = ranges[key]
+        out.append(a * hi if a > 0 else -a * lo)
+    return clip_command(out, ranges)
+
+
 def _own_clip(c: contract_mod.Contract, path: str):
     """The built-in clip the contract names (its motion_name), checked against its length."""
     from bcg_ros import motion as motion_mod
@@ -446,14 +479,26 @@ class PolicyRunner:
         self._last_action = np.zeros(self.contract.num_joints, dtype=np.float32)
         self.step_count = 0
 
-    def observation(self, s: LowStateSample) -> np.ndarray:
-        """The policy input for one LowState, pushing it into the history."""
+    @property
+    def is_velocity_policy(self) -> bool:
+        """Whether the policy observes a velocity command (vx, vy, wz)."""
+        return self.policy.is_velocity_policy
+
+    @property
+    def command_ranges(self) -> Dict[str, Tuple[float, float]]:
+        """The velocity command ranges it was trained on, else DEFAULT_COMMAND_RANGES."""
+        return {**DEFAULT_COMMAND_RANGES, **(self.policy.command_ranges or {})}
+
+    def observation(self, s: LowStateSample, command=None) -> np.ndarray:
+        """The policy input for one LowState (and velocity command), pushed into the history."""
         c = self.contract
         robot = contract_mod.RobotObs(
             quat=s.quat.astype(np.float32), gyro=s.gyro.astype(np.float32),
             joint_pos=s.q[self.slots].astype(np.float32),
             joint_vel=s.dq[self.slots].astype(np.float32),
-            last_action=self._last_action, command=np.zeros(3, dtype=np.float32))
+            last_action=self._last_action,
+            command=np.zeros(3, np.float32) if command is None else
+            np.asarray(command, np.float32))
         ref = (contract_mod.reference_window(self.motion, self.slots, self.step_count)
                if c.uses_reference else None)
         if ref is not None:
@@ -467,9 +512,9 @@ class PolicyRunner:
             self._history = contract_mod.push_history(self._history, frame)
         return contract_mod.flatten(self._history).astype(np.float32)
 
-    def step(self, s: LowStateSample, now: float) -> PolicyOutput:
-        """Run the policy once on ``s``; the output is checked by :func:`check_action`."""
-        obs = self.observation(s)
+    def step(self, s: LowStateSample, now: float, command=None) -> PolicyOutput:
+        """Run the policy once on ``s`` (``command``: vx, vy, wz); see :func:`check_action`."""
+        obs = self.observation(s, command)
         action = self.session.run(None, {self._input: obs.reshape(self._input_shape)})[0]
         action = np.asarray(action, dtype=np.float64).reshape(-1)
         self._last_action = action.astype(np.float32)

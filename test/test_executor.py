@@ -408,3 +408,33 @@ def test_residual_policy_targets_the_next_reference_frame(tmp_path):
         out = runner.step(sample(0.0, 1 + step), 0.0)
         # The reference's joint angles of frame step + 1, plus 0.25 * 1.
         np.testing.assert_allclose(out.q[:29], m.joint_pos[step + 1] + 0.25, atol=1e-6)
+
+
+RANGES = {'lin_vel_x': (-0.5, 1.0), 'lin_vel_y': (-0.3, 0.3), 'ang_vel_z': (-1.0, 1.0)}
+
+
+def test_sticks_map_into_the_trained_ranges_with_a_dead_band():
+    remote = lowlevel.decode_remote(lowlevel.encode_remote(ly=1.0))
+    np.testing.assert_allclose(ex.stick_command(remote, RANGES, 0.1), [1.0, 0.0, 0.0])
+    back = lowlevel.decode_remote(lowlevel.encode_remote(ly=-1.0, lx=1.0, rx=-1.0))
+    # Full back is the range's low end; left stick right is -vy; right stick left is +wz.
+    np.testing.assert_allclose(ex.stick_command(back, RANGES, 0.1), [-0.5, -0.3, 1.0])
+    half = lowlevel.decode_remote(lowlevel.encode_remote(ly=0.55))
+    np.testing.assert_allclose(ex.stick_command(half, RANGES, 0.1), [0.5, 0.0, 0.0], atol=1e-6)
+    drift = lowlevel.decode_remote(lowlevel.encode_remote(ly=0.08, lx=-0.09, rx=0.05))
+    np.testing.assert_array_equal(ex.stick_command(drift, RANGES, 0.1), [0.0, 0.0, 0.0])
+    np.testing.assert_allclose(ex.clip_command([3.0, -2.0, float('nan')], RANGES),
+                               [1.0, -0.3, 0.0])
+
+
+def test_velocity_policy_observes_the_command(tmp_path):
+    from bcg_ros.eval import synthetic
+    c = synthetic.velocity_contract()
+    runner = ex.PolicyRunner(str(testing.constant_policy(tmp_path / 'v.onnx', 0.0, c)))
+    assert runner.is_velocity_policy
+    assert runner.command_ranges == ex.DEFAULT_COMMAND_RANGES   # the file states none
+    start = 3 + 3   # base_ang_vel, projected_gravity, then velocity_commands
+    obs = runner.observation(sample(0.0, 1), command=[0.7, -0.1, 0.4])
+    np.testing.assert_allclose(obs[start:start + 3], [0.7, -0.1, 0.4], rtol=1e-6)
+    runner.reset()
+    np.testing.assert_array_equal(runner.observation(sample(0.0, 1))[start:start + 3], 0.0)

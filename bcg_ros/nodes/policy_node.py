@@ -48,6 +48,7 @@ import time
 from dataclasses import dataclass
 from typing import Optional
 
+import numpy as np
 import rclpy
 from diagnostic_msgs.msg import DiagnosticStatus, KeyValue
 from rclpy.callback_groups import ReentrantCallbackGroup
@@ -74,6 +75,16 @@ class PolicyNodeConfig:
     """ONNX policy file; empty: stand and damping only (start is refused)."""
     motion: str = ''
     """Reference motion (file or built-in name) for policies that observe one."""
+    velocity_source: str = 'remote'
+    """Velocity command of a velocity policy: 'remote' (the wireless remote's sticks in
+    LowState, scaled into the policy's trained ranges) or 'cmd_vel' (a
+    geometry_msgs/Twist on cmd_vel_topic, clipped to them)."""
+    cmd_vel_topic: str = '/cmd_vel'
+    """Twist topic read when velocity_source is 'cmd_vel'."""
+    cmd_vel_timeout: float = 0.5
+    """A Twist older than this commands zero [s]."""
+    stick_dead_band: float = 0.1
+    """Stick deflection read as zero (of a full deflection of 1)."""
     lowstate_topic: str = '/lowstate'
     """Robot state topic (unitree_hg/LowState)."""
     lowcmd_topic: str = '/lowcmd'
@@ -101,6 +112,14 @@ class PolicyNodeConfig:
 
     def __post_init__(self):
         """Reject a rate, thread count or scheduling setting that cannot work, naming the field."""
+        if self.velocity_source not in ('remote', 'cmd_vel'):
+            raise ValueError(f"field velocity_source: 'remote' or 'cmd_vel', got "
+                             f'{self.velocity_source!r}')
+        if not self.cmd_vel_timeout > 0:
+            raise ValueError(f'field cmd_vel_timeout: must be > 0, got {self.cmd_vel_timeout}')
+        if not 0 <= self.stick_dead_band < 1:
+            raise ValueError(f'field stick_dead_band: must be in [0, 1), '
+                             f'got {self.stick_dead_band}')
         if not self.command_rate_hz > 0:
             raise ValueError(f'field command_rate_hz: must be > 0, got {self.command_rate_hz}')
         if self.policy_threads < 1:
@@ -229,6 +248,7 @@ class PolicyNode(LifecycleNode):
         self._runner: Optional[ex.PolicyRunner] = None
         self._cmd_pub = None
         self._entities = []
+        self._twist = None
         self._published_mode = None
         self.commands_sent = 0
         self._sim_time = bool(self.get_parameter('use_sim_time').value)
@@ -301,11 +321,41 @@ class PolicyNode(LifecycleNode):
             self.create_service(Trigger, '~/stop', self._service(ex.Request.STOP)),
             self.create_service(Trigger, '~/reset', self._service(ex.Request.RESET)),
         ]
+        self._twist = None
+        if self._runner is not None and self._runner.is_velocity_policy:
+            self.get_logger().info(f'velocity command from {self.cfg.velocity_source}, ranges '
+                                   f'{self._runner.command_ranges}')
+            if self.cfg.velocity_source == 'cmd_vel':
+                from geometry_msgs.msg import Twist
+                self._entities.append(self.create_subscription(
+                    Twist, self.cfg.cmd_vel_topic, self._on_twist, 10))
         self._mode_pub = self.create_publisher(String, '~/mode', LATCHED_QOS)
         self._status_pub = self.create_publisher(DiagnosticStatus, '~/status', 10)
         self._status_timer = self.create_timer(0.1, self._publish_status)
         self._publish_status()
         return TransitionCallbackReturn.SUCCESS
+
+    def _on_twist(self, msg):
+        v = (msg.linear.x, msg.linear.y, msg.angular.z)
+        with self._lock:
+            self._twist = (v, self._now())
+
+    def velocity_command(self, sample: lowlevel.LowStateSample, now: float):
+        """The policy's (vx, vy, wz) now, from the configured source; None for other policies."""
+        r = self._runner
+        if r is None or not r.is_velocity_policy:
+            return None
+        if self.cfg.velocity_source == 'cmd_vel':
+            with self._lock:
+                twist = self._twist
+            if twist is None or now - twist[1] > self.cfg.cmd_vel_timeout:
+                return np.zeros(3)
+            return ex.clip_command(twist[0], r.command_ranges)
+        try:
+            remote = lowlevel.decode_remote(sample.remote)
+        except lowlevel.CommandError:
+            return np.zeros(3)
+        return ex.stick_command(remote, r.command_ranges, self.cfg.stick_dead_band)
 
     def _load_policy(self) -> ex.PolicyRunner:
         motion = None
@@ -492,7 +542,8 @@ class PolicyNode(LifecycleNode):
                 self._runner.reset()
                 epoch = st.since
             try:
-                out = self._runner.step(st.sample, self._now())
+                now = self._now()
+                out = self._runner.step(st.sample, now, self.velocity_command(st.sample, now))
             except Exception as exc:  # noqa: B902 - a failing policy must damp, not crash
                 with self._lock:
                     self._state = ex.fault(self._state, f'policy raised: {exc}',
