@@ -438,14 +438,23 @@ def _npz_fps(path, npz) -> float:
     return float(fps[0])
 
 
-def load_beyondmimic(path: Union[str, pathlib.Path], robot=None) -> Motion:
+JOINT_ORDERS = ('isaaclab', 'motor')
+"""Column orders a motion file without joint names may be declared in."""
+
+
+def load_beyondmimic(path: Union[str, pathlib.Path], robot=None,
+                     joint_order: Optional[str] = None) -> Motion:
     """
     Read a BeyondMimic/mjlab motion npz at its own rate (body 0 is the pelvis).
 
-    Joint order is the motor order, unless the file carries ``joint_names``,
-    which then reorders the columns.
+    The columns are reordered by the file's ``joint_names``. BeyondMimic writes none
+    (its columns are in the simulator's order), so without them ``joint_order`` must
+    say which: 'isaaclab' (:data:`bcg_ros.robot.g1.ISAACLAB_JOINT_NAMES`) or 'motor'.
     """
     path = pathlib.Path(path)
+    if joint_order is not None and joint_order not in JOINT_ORDERS:
+        raise MotionError(f'{path}: joint order {joint_order!r} unknown (known: '
+                          f'{", ".join(JOINT_ORDERS)})')
     with _open_npz(path) as npz:
         fps = _npz_fps(path, npz)
         joint_pos = _npz_array(path, npz, 'joint_pos', 2)
@@ -455,7 +464,15 @@ def load_beyondmimic(path: Union[str, pathlib.Path], robot=None) -> Motion:
         if order is None and joint_pos.shape[1] != g1.NUM_JOINTS:
             raise MotionError(f'{path}: key \'joint_pos\' row 0, column {joint_pos.shape[1]}: '
                               f'{joint_pos.shape[1]} joint columns, expected {g1.NUM_JOINTS} '
-                              f'(the G1 in motor order)')
+                              f'(the 29-DoF G1)')
+        if order is None:
+            if joint_order is None:
+                raise MotionError(
+                    f'{path}: key \'joint_names\' missing: the file does not say which joint '
+                    f'each column of \'joint_pos\' is; give the order its columns are in '
+                    f'(joint order: {" or ".join(JOINT_ORDERS)}; BeyondMimic writes IsaacLab\'s)')
+            if joint_order == 'isaaclab':
+                order = np.argsort(np.asarray(g1.ISAACLAB_MOTOR_SLOTS))
         if order is not None:
             joint_pos = joint_pos[:, order]
         t = len(joint_pos)
@@ -515,7 +532,8 @@ def save_motion(motion: Motion, path: Union[str, pathlib.Path]) -> pathlib.Path:
     return path
 
 
-def load_npz(path: Union[str, pathlib.Path], robot=None) -> Motion:
+def load_npz(path: Union[str, pathlib.Path], robot=None,
+             joint_order: Optional[str] = None) -> Motion:
     """Read an npz in the project's format or, failing that, the BeyondMimic layout."""
     path = pathlib.Path(path)
     with _open_npz(path) as npz:
@@ -524,7 +542,7 @@ def load_npz(path: Union[str, pathlib.Path], robot=None) -> Motion:
         else:
             own = {k: npz[k] for k in npz.files}
     if own is None:
-        return load_beyondmimic(path, robot)
+        return load_beyondmimic(path, robot, joint_order)
     if str(own['format']) != FORMAT:
         raise MotionError(f'{path}: key \'format\' is {str(own["format"])!r}, expected '
                           f'{FORMAT!r}')
@@ -581,8 +599,13 @@ def builtin_path(name: str) -> pathlib.Path:
 
 
 def load_motion(name_or_path: Union[str, pathlib.Path], control_dt: float = g1.CONTROL_DT,
-                robot=None) -> Motion:
-    """Load a built-in clip by name or a motion file by extension, at 1 / control_dt fps."""
+                robot=None, joint_order: Optional[str] = None) -> Motion:
+    """
+    Load a built-in clip by name or a motion file by extension, at 1 / control_dt fps.
+
+    ``joint_order``: the column order of a BeyondMimic npz without joint names
+    (:func:`load_beyondmimic`).
+    """
     if str(name_or_path) in BUILTIN:
         path = builtin_path(str(name_or_path))
     else:
@@ -594,7 +617,7 @@ def load_motion(name_or_path: Union[str, pathlib.Path], control_dt: float = g1.C
     if suffix == '.csv':
         motion = load_csv(path, robot=robot)
     elif suffix == '.npz':
-        motion = load_npz(path, robot=robot)
+        motion = load_npz(path, robot=robot, joint_order=joint_order)
     else:
         raise MotionError(f'{path}: unknown motion file type {suffix!r} (expected .csv or .npz)')
     return resample(motion, 1.0 / control_dt, robot)

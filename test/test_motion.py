@@ -110,7 +110,7 @@ def test_beyondmimic_npz_loads_with_its_velocities(tmp_path, robot):
     lin[:, 0], ang[:, 0] = root_vel, ang_vel
     path = _write_beyondmimic(tmp_path / 'bm.npz', 50.0, root_pos, root_quat, joint_pos,
                               joint_vel=joint_vel, body_lin_vel_w=lin, body_ang_vel_w=ang)
-    motion = M.load_motion(path, robot=robot)
+    motion = M.load_motion(path, robot=robot, joint_order='motor')
     assert motion.num_frames == 50
     np.testing.assert_allclose(motion.root_pos, root_pos, atol=1e-12)
     np.testing.assert_allclose(motion.joint_vel, joint_vel, atol=1e-12)
@@ -133,6 +133,22 @@ def test_beyondmimic_npz_resampled_recomputes_velocities_and_reorders_joints(tmp
     # The file's (wrong, zero) joint velocities were not kept: they are recomputed.
     assert np.abs(motion.joint_vel - exp_jvel)[2:-2].max() < 0.02
     assert np.abs(motion.root_ang_vel - exp_ang)[2:-2].max() < 1e-6
+
+
+def test_beyondmimic_npz_without_names_needs_its_joint_order(tmp_path, robot):
+    t = np.arange(20) / 50.0
+    root_pos, root_quat, joint_pos, *_ = _signal(t)
+    isaac = joint_pos[:, np.asarray(g1.ISAACLAB_MOTOR_SLOTS)]   # column i: IsaacLab joint i
+    path = _write_beyondmimic(tmp_path / 'bm.npz', 50.0, root_pos, root_quat, isaac)
+    with pytest.raises(M.MotionError, match=r"bm\.npz: key 'joint_names' missing.*isaaclab"):
+        M.load_motion(path, robot=robot)
+    motion = M.load_motion(path, robot=robot, joint_order='isaaclab')
+    np.testing.assert_allclose(motion.joint_pos, joint_pos, atol=1e-12)
+    first = ('left_hip_pitch_joint', 'right_hip_pitch_joint', 'waist_yaw_joint')
+    assert g1.ISAACLAB_JOINT_NAMES[:3] == first
+    assert sorted(g1.ISAACLAB_MOTOR_SLOTS) == list(range(g1.NUM_JOINTS))
+    with pytest.raises(M.MotionError, match='joint order'):
+        M.load_motion(path, robot=robot, joint_order='xyz')
 
 
 def test_own_npz_round_trip(tmp_path, robot):
@@ -246,7 +262,7 @@ def test_bad_beyondmimic_npz_fails_naming_file_row_and_column(tmp_path, case):
     arrays.update(change)
     path = _write_beyondmimic(tmp_path / 'bad_bm.npz', 50.0, **arrays)
     with pytest.raises(M.MotionError) as exc:
-        M.load_motion(path)
+        M.load_motion(path, joint_order='motor')
     msg = str(exc.value)
     assert str(path) in msg and key in msg and f'row {row}' in msg \
         and f'column {col}' in msg and what in msg, msg

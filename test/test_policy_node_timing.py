@@ -66,7 +66,8 @@ def test_schedule_dds_threads_not_permitted(monkeypatch):
                                          ('dds_priority', 100), ('command_cpu', -2),
                                          ('switch_interval', -1e-3), ('spin_margin', 0.002),
                                          ('spin_margin', -1e-4), ('velocity_source', 'joystick'),
-                                         ('cmd_vel_timeout', 0.0), ('stick_dead_band', 1.0)])
+                                         ('cmd_vel_timeout', 0.0), ('stick_dead_band', 1.0),
+                                         ('motion_joint_order', 'mjlab')])
 def test_config_rejects(field, value):
     with pytest.raises(ValueError, match=field):
         pn.PolicyNodeConfig(**{field: value})

@@ -30,6 +30,7 @@ import pathlib
 import sys
 from typing import List, Optional
 
+from bcg_ros import motion as motion_mod
 from bcg_ros import policies
 from bcg_ros.contract import ContractError
 from bcg_ros.eval import report
@@ -100,6 +101,9 @@ def _one(argv: List[str]) -> int:
     what.add_argument('--motion', default='', help='reference motion: built-in name or file')
     what.add_argument('--command', type=float, nargs=3, metavar=('VX', 'VY', 'WZ'),
                       default=(0.0, 0.0, 0.0), help='velocity command for velocity policies')
+    p.add_argument('--motion-joint-order', choices=motion_mod.JOINT_ORDERS, default=None,
+                   help='column order of a motion file that names no joints (BeyondMimic '
+                        'npz: isaaclab)')
     p.add_argument('--out', default='', help='report folder (default: eval/<policy name>)')
     _common(p)
     args = p.parse_args(argv)
@@ -107,7 +111,8 @@ def _one(argv: List[str]) -> int:
         args.motion = args.motion or policies.DEFAULT_MOTION
         args.policy = str(policies.path(args.motion))
     cfg = EvalConfig(policy=args.policy, deploy_yaml=args.deploy_yaml, model=args.model,
-                     motion=args.motion, command=tuple(args.command), runs=args.runs,
+                     motion=args.motion, motion_joint_order=args.motion_joint_order or '',
+                     command=tuple(args.command), runs=args.runs,
                      rollout=_rollout(args), baselines=tuple(args.baselines),
                      sims=_sims(args), render=_render(args))
     ev = evaluate(cfg, progress=not args.quiet)

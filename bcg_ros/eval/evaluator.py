@@ -35,6 +35,9 @@ class EvalConfig:
     motion: str = ''
     """Reference motion: a built-in name or a file path (load_motion); empty: none, or the
     one the policy's contract names when the policy observes a reference motion."""
+    motion_joint_order: str = ''
+    """Column order of a motion file without joint names ('isaaclab' or 'motor', as
+    BeyondMimic npz files need); empty: the file must name its joints."""
     command: Tuple[float, float, float] = (0.0, 0.0, 0.0)
     """Velocity command (vx, vy, wz) for velocity policies."""
     runs: int = 5
@@ -102,19 +105,14 @@ class Evaluation:
                 'media': self.media.to_dict() if self.media is not None else None}
 
 
-def resolve_motion(spec: Union[str, Motion, None], control_dt: float) -> Optional[Motion]:
+def resolve_motion(spec: Union[str, Motion, None], control_dt: float,
+                   joint_order: str = '') -> Optional[Motion]:
     """Return a Motion at the control rate from a Motion, a name/path (load_motion), or None."""
     if spec is None or isinstance(spec, Motion):
         return None if spec is None else motion_mod.resample(spec, 1.0 / control_dt)
     if not spec:
         return None
-    from bcg_ros import motion as motion_module
-
-    loader = getattr(motion_module, 'load_motion', None)
-    if loader is None:
-        raise ValueError(f'motion {spec!r}: this bcg_ros has no motion loader '
-                         '(bcg_ros.motion.load_motion); pass a Motion object')
-    return loader(spec, control_dt)
+    return motion_mod.load_motion(spec, control_dt, joint_order=joint_order or None)
 
 
 def evaluate(config: EvalConfig, motion: Union[str, Motion, None] = None,
@@ -127,7 +125,7 @@ def evaluate(config: EvalConfig, motion: Union[str, Motion, None] = None,
     spec = motion if motion is not None else config.motion
     if not spec and motion is None and policy.contract.uses_reference:
         spec = policy.contract.motion_name or None   # what it was trained on
-    mot = resolve_motion(spec, policy.contract.control_dt)
+    mot = resolve_motion(spec, policy.contract.control_dt, config.motion_joint_order)
     if mot is None and policy.contract.uses_reference:
         raise ct.ContractError(f'{policy.path}: the policy observes a reference motion; '
                                'give one (EvalConfig.motion / --motion)')

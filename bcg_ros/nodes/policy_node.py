@@ -74,7 +74,11 @@ class PolicyNodeConfig:
     policy_path: str = ''
     """ONNX policy file; empty: stand and damping only (start is refused)."""
     motion: str = ''
-    """Reference motion (file or built-in name) for policies that observe one."""
+    """Reference motion (file or built-in name) for policies that observe one; empty: the
+    built-in clip the policy's contract names."""
+    motion_joint_order: str = ''
+    """Column order of a motion file that names no joints ('isaaclab' for BeyondMimic
+    npz files, or 'motor'); empty: the file must name them."""
     velocity_source: str = 'remote'
     """Velocity command of a velocity policy: 'remote' (the wireless remote's sticks in
     LowState, scaled into the policy's trained ranges) or 'cmd_vel' (a
@@ -112,6 +116,9 @@ class PolicyNodeConfig:
 
     def __post_init__(self):
         """Reject a rate, thread count or scheduling setting that cannot work, naming the field."""
+        if self.motion_joint_order not in ('', 'isaaclab', 'motor'):
+            raise ValueError(f"field motion_joint_order: '', 'isaaclab' or 'motor', got "
+                             f'{self.motion_joint_order!r}')
         if self.velocity_source not in ('remote', 'cmd_vel'):
             raise ValueError(f"field velocity_source: 'remote' or 'cmd_vel', got "
                              f'{self.velocity_source!r}')
@@ -361,7 +368,8 @@ class PolicyNode(LifecycleNode):
         motion = None
         if self.cfg.motion:
             from bcg_ros.motion import load_motion
-            motion = load_motion(self.cfg.motion, control_dt=g1.CONTROL_DT)
+            motion = load_motion(self.cfg.motion, control_dt=g1.CONTROL_DT,
+                                 joint_order=self.cfg.motion_joint_order or None)
         return ex.PolicyRunner(self.cfg.policy_path, motion=motion,
                                threads=self.cfg.policy_threads)
 

@@ -224,6 +224,12 @@ JOINT_NAMES: Tuple[str, ...] = tuple(j.name for j in JOINTS)
 NUM_JOINTS = len(JOINTS)
 NUM_MOTOR_SLOTS = 35
 """LowCmd/LowState carry 35 motor slots; the 29-DoF G1 uses 0..28."""
+ISAACLAB_MOTOR_SLOTS: Tuple[int, ...] = (0, 6, 12, 1, 7, 13, 2, 8, 14, 3, 9, 15, 22, 4, 10, 16,
+                                         23, 5, 11, 17, 24, 18, 25, 19, 26, 20, 27, 21, 28)
+"""Motor slot of each joint in IsaacLab's order (its breadth-first walk of the G1's tree:
+both legs and the waist level by level, then the arms), the ``joint_ids_map`` of
+unitree_rl_lab's G1 exports and the column order of BeyondMimic motion files."""
+ISAACLAB_JOINT_NAMES: Tuple[str, ...] = tuple(JOINT_NAMES[i] for i in ISAACLAB_MOTOR_SLOTS)
 
 JOINT_LOWER = tuple(j.range[0] for j in JOINTS)
 JOINT_UPPER = tuple(j.range[1] for j in JOINTS)
