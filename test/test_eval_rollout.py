@@ -141,7 +141,7 @@ def test_cli_reports_a_contract_error(tmp_path, capsys):
 def test_table1_from_a_runs_directory(g, stand, tmp_path, monkeypatch):
     # The tables read motions by name; here every name resolves to the held pose.
     from bcg_ros.eval import evaluator
-    monkeypatch.setattr(evaluator, 'resolve_motion', lambda spec, dt: stand)
+    monkeypatch.setattr(evaluator, 'resolve_motion', lambda spec, dt, order='': stand)
     c = ct.imitation_contract('stand', stand.num_frames)
     synthetic.save_policy(tmp_path / 'runs' / 'jump' / 'shac_bcg_k300' / 'policy.onnx', c,
                           extra_metadata={ct.TRAIN_PENETRATION_KEY: '3.0'})
