@@ -24,6 +24,7 @@ rclpy = pytest.importorskip('rclpy')
 unitree_hg_msg = pytest.importorskip(
     'unitree_hg.msg', reason='unitree_hg is not built; run scripts/build_interfaces.sh')
 
+from diagnostic_msgs.msg import DiagnosticArray  # noqa: E402
 from lifecycle_msgs.msg import Transition  # noqa: E402
 from lifecycle_msgs.srv import ChangeState  # noqa: E402
 from nav_msgs.msg import Odometry  # noqa: E402
@@ -65,12 +66,14 @@ class Observer:
         self.states = []    # (t, q[29])
         self.heights = []   # (t, z)
         self.modes = {}     # node name -> [(t, mode)]
+        self.health = {}    # /diagnostics status name -> last DiagnosticStatus
         n = self.node
         # Raw: building message objects at 2 x 500 Hz would cost this process a core.
         n.create_subscription(unitree_hg_msg.LowCmd, '/lowcmd', self._on_cmd, 50, raw=True)
         n.create_subscription(unitree_hg_msg.LowState, '/lowstate', self._on_state, 50,
                               raw=True)
         n.create_subscription(Odometry, '/g1_sim_node/odom', self._on_odom, 10)
+        n.create_subscription(DiagnosticArray, '/diagnostics', self._on_diagnostics, 50)
         self.remote = n.create_publisher(UInt8MultiArray, '/g1_sim_node/wireless_remote', 10)
         self.executor = SingleThreadedExecutor()
         self.executor.add_node(n)
@@ -97,6 +100,10 @@ class Observer:
         s = lowlevel.read_lowstate_cdr(raw, t)
         with self.lock:
             self.states.append((t, s.q[:29]))
+
+    def _on_diagnostics(self, msg):
+        with self.lock:
+            self.health.update((s.name, s) for s in msg.status)
 
     def _on_odom(self, msg):
         with self.lock:
@@ -202,6 +209,14 @@ def test_configure_activate_then_passive_damping(world):
     assert all(c[1] for c in cmds), 'passive must send damping only'
     assert all(c[2] for c in cmds), 'every LowCmd must carry a valid crc'
     assert all(c[5] == g1.MODE_MACHINE_29DOF for c in cmds), 'mode_machine copied from LowState'
+    # Its health on /diagnostics, as rqt_robot_monitor reads it.
+    deadline = time.monotonic() + 2.0
+    while 'policy_node' not in obs.health and time.monotonic() < deadline:
+        time.sleep(0.05)
+    with obs.lock:
+        status = obs.health.get('policy_node')
+    assert status is not None, f'no policy_node status on /diagnostics: {sorted(obs.health)}'
+    assert {kv.key: kv.value for kv in status.values}['mode'] == 'passive'
 
 
 def test_second_commander_is_refused(world):

@@ -20,6 +20,7 @@ rclpy = pytest.importorskip('rclpy', reason='rclpy not installed')
 unitree_hg_msg = pytest.importorskip(
     'unitree_hg.msg', reason='unitree_hg not built (bash scripts/build_interfaces.sh)')
 
+from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus  # noqa: E402
 from geometry_msgs.msg import WrenchStamped  # noqa: E402
 from nav_msgs.msg import Odometry  # noqa: E402
 from rclpy.qos import qos_profile_sensor_data  # noqa: E402
@@ -74,7 +75,8 @@ def bridge_run():
         env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     rclpy.init()
     node = rclpy.create_node('state_bridge_probe')
-    got = {k: [] for k in ('joint_states', 'imu', 'odom', 'tf', 'markers', 'left', 'right')}
+    got = {k: [] for k in ('joint_states', 'imu', 'odom', 'tf', 'markers', 'left', 'right',
+                           'diagnostics')}
 
     def keep(key):
         return lambda msg: got[key].append((time.monotonic(), msg))
@@ -82,6 +84,7 @@ def bridge_run():
     node.create_subscription(JointState, '/joint_states', keep('joint_states'), 10)
     node.create_subscription(Imu, '/imu', keep('imu'), qos_profile_sensor_data)
     node.create_subscription(Odometry, '/odom', keep('odom'), 10)
+    node.create_subscription(DiagnosticArray, '/diagnostics', keep('diagnostics'), 10)
     node.create_subscription(MarkerArray, '/contact_markers', keep('markers'), 10)
     node.create_subscription(WrenchStamped, '/left_foot/wrench', keep('left'), 10)
     node.create_subscription(WrenchStamped, '/right_foot/wrench', keep('right'), 10)
@@ -196,3 +199,14 @@ def test_contacts_of_a_standing_robot(bridge_run):
     # Both feet flat: each carries about half the weight, along its own z.
     np.testing.assert_allclose(sum(fz), bridge_run['weight'], rtol=0.1)
     assert min(fz) > 0.3 * bridge_run['weight']
+
+
+def test_health_on_diagnostics(bridge_run):
+    mine = [s for _, a in bridge_run['got']['diagnostics'] for s in a.status
+            if s.name == 'state_bridge_node']
+    assert mine, 'no /diagnostics status from state_bridge_node while LowState streamed'
+    last = mine[-1]
+    assert last.level == DiagnosticStatus.OK and last.message == 'estimating'
+    values = {kv.key: kv.value for kv in last.values}
+    assert int(values['lowstate_received']) > 100
+    assert float(values['height']) == pytest.approx(bridge_run['height'], abs=0.02)

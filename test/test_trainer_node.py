@@ -52,11 +52,17 @@ def _progress(node, timeout=300.0):
             got.append((msg.status[0], values))
 
     sub = node.create_subscription(DiagnosticArray, '/trainer_node/progress', on_msg, 10)
+    # The same status on /diagnostics, where rqt_robot_monitor looks.
+    health = []
+    sub_d = node.create_subscription(DiagnosticArray, '/diagnostics', lambda m: health.extend(
+        s for s in m.status if s.name == 'bcg_ros/trainer'), 10)
     deadline = time.time() + timeout
     while not got and time.time() < deadline:
         rclpy.spin_once(node, timeout_sec=0.2)
     node.destroy_subscription(sub)
+    node.destroy_subscription(sub_d)
     assert got, 'no progress message'
+    assert health, 'no bcg_ros/trainer status on /diagnostics'
     return got[-1]
 
 

@@ -50,7 +50,7 @@ from typing import Optional
 
 import numpy as np
 import rclpy
-from diagnostic_msgs.msg import DiagnosticStatus, KeyValue
+from diagnostic_msgs.msg import DiagnosticStatus
 from rclpy.callback_groups import ReentrantCallbackGroup
 from rclpy.clock import JumpThreshold
 from rclpy.duration import Duration
@@ -63,7 +63,7 @@ from std_msgs.msg import String
 from std_srvs.srv import Trigger
 
 from bcg_ros import executor as ex
-from bcg_ros.nodes import params
+from bcg_ros.nodes import diagnostics, params
 from bcg_ros.robot import g1, lowlevel
 
 
@@ -338,6 +338,7 @@ class PolicyNode(LifecycleNode):
                     Twist, self.cfg.cmd_vel_topic, self._on_twist, 10))
         self._mode_pub = self.create_publisher(String, '~/mode', LATCHED_QOS)
         self._status_pub = self.create_publisher(DiagnosticStatus, '~/status', 10)
+        self._diagnostics = diagnostics.Publisher(self)
         self._status_timer = self.create_timer(0.1, self._publish_status)
         self._publish_status()
         return TransitionCallbackReturn.SUCCESS
@@ -587,9 +588,10 @@ class PolicyNode(LifecycleNode):
                       reason=st.reason, fault=st.fault, tick_faults=str(st.tick_faults),
                       lowstate_age_ms=age, commands_sent=str(self.commands_sent),
                       policy=getattr(getattr(self, 'cfg', None), 'policy_path', ''))
-        self._status_pub.publish(DiagnosticStatus(
-            level=level, name=self.get_name(), message=f'{st.mode.value}: {st.reason}',
-            hardware_id='g1', values=[KeyValue(key=k, value=v) for k, v in values.items()]))
+        status = diagnostics.status(self.get_name(), level, f'{st.mode.value}: {st.reason}',
+                                    'g1', values)
+        self._status_pub.publish(status)
+        self._diagnostics.publish(status)
 
 
 def main(args=None) -> int:

@@ -16,11 +16,14 @@ torques); the outputs are decimated to their own rates:
   the estimated ground wrench on each foot, in its ankle-roll link frame.
 - ``/contact_markers`` (visualization_msgs/MarkerArray): the eight foot
   spheres, green in contact and grey in swing, and one force arrow per foot.
+- ``/diagnostics`` (diagnostic_msgs/DiagnosticArray, 1 Hz): its health, STALE
+  before the first LowState and WARN when none came for ``stale_timeout``.
 
 Parameters (config/state_bridge_node.yaml) are the fields of
 :class:`StateBridgeConfig` and :class:`bcg_ros.estimator.EstimatorConfig`.
 """
 
+import time
 from dataclasses import dataclass
 from typing import Optional
 
@@ -35,7 +38,7 @@ from sensor_msgs.msg import Imu, JointState
 from visualization_msgs.msg import Marker, MarkerArray
 
 from bcg_ros import estimator as est
-from bcg_ros.nodes import params
+from bcg_ros.nodes import diagnostics, params
 from bcg_ros.nodes.tf_pub import TfPublisher
 from bcg_ros.robot import g1
 
@@ -74,11 +77,13 @@ class StateBridgeConfig:
     """Std of the gyro reported in /imu [rad/s]."""
     accel_std: float = 0.1
     """Std of the accelerometer reported in /imu [m/s^2]."""
+    stale_timeout: float = 0.1
+    """/diagnostics says WARN when no LowState came for this long [s]."""
 
     def __post_init__(self):
         """Reject non-positive rates, naming the field."""
         for name in ('joint_states_rate_hz', 'imu_rate_hz', 'odom_rate_hz', 'wrench_rate_hz',
-                     'markers_rate_hz', 'lowstate_rate_hz'):
+                     'markers_rate_hz', 'lowstate_rate_hz', 'stale_timeout'):
             if not getattr(self, name) > 0:
                 raise ValueError(f'field {name}: must be > 0, got {getattr(self, name)}')
 
@@ -255,6 +260,10 @@ class StateBridgeNode(Node):
                        for k in ('joint_states', 'imu', 'odom', 'wrench', 'markers')}
         self.create_subscription(LowState, cfg.lowstate_topic, self._on_lowstate,
                                  qos_profile_sensor_data)
+        self._diagnostics = diagnostics.Publisher(self)
+        self._received = 0
+        self._last_wall: Optional[float] = None
+        self.create_timer(1.0, self._publish_health)
         self.get_logger().info(f'estimating from {cfg.lowstate_topic}; /tf '
                                f'{"on" if self._tf.available else "off"}')
 
@@ -275,6 +284,8 @@ class StateBridgeNode(Node):
             self.get_logger().warning('LowState with an invalid IMU quaternion; skipped',
                                       throttle_duration_sec=5.0)
             return
+        self._received += 1
+        self._last_wall = time.monotonic()
         dt = self._step_dt(int(msg.tick))
         if self.state is None:
             self.state = self.estimator.initial_state(sample)
@@ -299,6 +310,24 @@ class StateBridgeNode(Node):
                 pub.publish(msg)
         if every['markers'].due(t):
             self._marker_pub.publish(contact_markers(e, cfg, stamp))
+
+    def _publish_health(self):
+        """One /diagnostics status: whether LowState arrives and what the filter reports."""
+        age = None if self._last_wall is None else time.monotonic() - self._last_wall
+        if age is None:
+            level, message = diagnostics.STALE, f'no LowState on {self.cfg.lowstate_topic} yet'
+        elif age > self.cfg.stale_timeout:
+            level, message = diagnostics.WARN, f'no LowState for {age:.2f} s'
+        else:
+            level, message = diagnostics.OK, 'estimating'
+        values = {'lowstate_received': self._received,
+                  'lowstate_age_s': float('nan') if age is None else age}
+        e = self.last_estimate
+        if e is not None:
+            values.update(height=float(e.position[2]), foot_contact=str(
+                [bool(c) for c in np.asarray(e.foot_contact).reshape(-1)]))
+        self._diagnostics.publish(diagnostics.status(self.get_name(), level, message, 'g1',
+                                                     values))
 
 
 def main(args=None) -> int:

@@ -48,7 +48,7 @@ from std_msgs.msg import String
 from std_srvs.srv import Trigger
 
 from bcg_ros import train
-from bcg_ros.nodes import params
+from bcg_ros.nodes import diagnostics, params
 
 
 @dataclass(frozen=True)
@@ -91,6 +91,7 @@ class TrainerNode(Node):
         self.stop_requested = threading.Event()
         self.done = threading.Event()
         self.pub = self.create_publisher(DiagnosticArray, '~/progress', 10)
+        self.diagnostics = diagnostics.Publisher(self)
         self.exported_pub = self.create_publisher(String, '~/exported', QoSProfile(
             depth=1, reliability=ReliabilityPolicy.RELIABLE,
             durability=DurabilityPolicy.TRANSIENT_LOCAL))
@@ -152,6 +153,7 @@ class TrainerNode(Node):
                      for k, v in values.items()]
         msg.status = [st]
         self.pub.publish(msg)
+        self.diagnostics.publish(st)
 
     def _not_ready(self, response):
         """Fill ``response`` when there is no trainer to act on; return whether so."""
