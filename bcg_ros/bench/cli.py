@@ -1,8 +1,8 @@
 """
 ``bcg-bench <name> [--quick]``: run one benchmark; its last line is ``name: value``.
 
-Each benchmark is a module ``bcg_ros.bench.<name>`` with ``add_arguments(parser)``
-and ``run(args) -> int``, listed in BENCHMARKS.
+Each benchmark is a module ``bcg_ros.bench.<name>`` (a '-' in the name is '_' in the
+module's) with ``add_arguments(parser)`` and ``run(args) -> int``, listed in BENCHMARKS.
 """
 
 import argparse
@@ -17,6 +17,7 @@ BENCHMARKS = {
     'executor': 'policy_node /lowstate-to-/lowcmd latency and 500 Hz period error over DDS.',
     'estimator': 'state_bridge_node estimator against g1_sim_node ground truth.',
     'compile': 'Cold XLA compile of the training step of bcg-train --preset cpu --motion run.',
+    'bcg-cost': 'A SHAC + BCG training iteration over a plain one, same batch and clip.',
 }
 
 
@@ -24,10 +25,11 @@ def available():
     """Return the benchmarks whose module is installed, name -> module."""
     found = {}
     for name in BENCHMARKS:
+        module = f'bcg_ros.bench.{name.replace("-", "_")}'
         try:
-            found[name] = importlib.import_module(f'bcg_ros.bench.{name}')
+            found[name] = importlib.import_module(module)
         except ModuleNotFoundError as exc:
-            if exc.name != f'bcg_ros.bench.{name}':
+            if exc.name != module:
                 raise
     return found
 
