@@ -16,7 +16,7 @@ import json
 import pathlib
 import typing
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from bcg_ros.config_types import coerce
 from bcg_ros.core import add as add_mod
@@ -46,6 +46,10 @@ class RunConfig:
     """Iterations between checkpoints (and one at the end, and on Ctrl-C)."""
     curves_every: int = 50
     """Iterations between rewrites of curves.png."""
+    keep_checkpoints: Tuple[float, ...] = ()
+    """Fractions of ``iterations`` (e.g. [0, 0.25, 0.5, 1]) at which a copy of the
+    checkpoint stays as checkpoint_<iteration>.npz, for studies along the run
+    (``bcg-bench variance`` during training)."""
     devices: int = 0
     """Local JAX devices to shard the envs over; 0: all of them."""
     export: bool = True
@@ -229,6 +233,10 @@ def check_config(cfg: TrainConfig):
         raise ConfigError(f'run.iterations: must be >= 1, got {cfg.run.iterations}')
     if cfg.run.checkpoint_every < 1:
         raise ConfigError(f'run.checkpoint_every: must be >= 1, got {cfg.run.checkpoint_every}')
+    bad = [f for f in cfg.run.keep_checkpoints if not 0.0 <= f <= 1.0]
+    if bad:
+        raise ConfigError(f'run.keep_checkpoints: fractions of run.iterations in [0, 1], got '
+                          f'{bad}')
 
 
 def config_to_dict(cfg) -> Dict:

@@ -15,7 +15,7 @@ import math
 import pathlib
 import threading
 import time
-from typing import Any, Callable, Dict, List, Optional, Union
+from typing import Any, Callable, Dict, List, Optional, Tuple, Union
 
 import numpy as np
 
@@ -29,7 +29,7 @@ from bcg_ros.train.config import (ConfigError, TrainConfig, config_diff, config_
 CHECKPOINT = 'checkpoint.npz'
 RESUMABLE_CHANGES = ('run.iterations', 'run.progress_bar', 'run.evaluate', 'run.export',
                      'run.tensorboard', 'run.eval_runs', 'run.checkpoint_every',
-                     'run.curves_every')
+                     'run.curves_every', 'run.keep_checkpoints')
 """Fields a resumed run may change: how long and how it reports, not what it learns."""
 
 
@@ -207,19 +207,26 @@ class Trainer:
                     self.writer.add_scalar(f'train/{name}', v, it)
         if it % self.cfg.run.checkpoint_every == 0:
             self.save_checkpoint()
+        if it in self.kept_iterations():
+            self.save_checkpoint(self.out / f'checkpoint_{it}.npz')
         if it % self.cfg.run.curves_every == 0:
             self.write_curves()
         return metrics
 
-    def save_checkpoint(self) -> pathlib.Path:
-        """Write the current state to checkpoint.npz atomically; return its path."""
+    def kept_iterations(self) -> Tuple[int, ...]:
+        """The iterations whose checkpoint is kept (RunConfig.keep_checkpoints)."""
+        n = self.cfg.run.iterations
+        return tuple(sorted({int(round(f * n)) for f in self.cfg.run.keep_checkpoints}))
+
+    def save_checkpoint(self, path: Optional[pathlib.Path] = None) -> pathlib.Path:
+        """Write the current state to ``path`` (checkpoint.npz) atomically; return it."""
         with self.lock:
             state, key, history = self.state, self.key, list(self.history)
         meta = {'iteration': int(state.iteration), 'key': np.asarray(key).tolist(),
                 'config': config_to_dict(self.cfg), 'history': history, 'wall_s': self.wall_s,
                 'samples': int(state.iteration) * self.samples_per_iteration,
                 'command': self.command}
-        return checkpoint.save(self.out / CHECKPOINT, state, meta)
+        return checkpoint.save(path or self.out / CHECKPOINT, state, meta)
 
     def train_penetration_mm(self) -> float:
         """Return the mean foot penetration of the training simulator over the last iterations."""
