@@ -130,10 +130,11 @@ def test_export_only_writes_the_policy_with_its_provenance(tmp_path):
 
 def test_checkpoints_kept_along_the_run(tmp_path):
     out = tmp_path / 'run'
-    res = _train(out, ['--set', 'run.iterations=8', '--set', 'run.keep_checkpoints=[0.25, 1]'])
+    res = _train(out, ['--set', 'run.iterations=8', '--set', 'run.keep_checkpoints=[0, 0.25, 1]'])
     assert res.returncode == 0, res.stdout + res.stderr
     kept = sorted(p.name for p in out.glob('checkpoint_*.npz'))
-    assert kept == ['checkpoint_2.npz', 'checkpoint_8.npz']
+    assert kept == ['checkpoint_0.npz', 'checkpoint_2.npz', 'checkpoint_8.npz']
+    assert checkpoint.read_meta(out / 'checkpoint_0.npz')['iteration'] == 0
     assert checkpoint.read_meta(out / 'checkpoint_2.npz')['iteration'] == 2
     bad = _train(tmp_path / 'bad', ['--set', 'run.keep_checkpoints=[1.5]'])
     assert bad.returncode == 2 and 'run.keep_checkpoints' in bad.stderr

@@ -191,6 +191,8 @@ class Trainer:
         import jax
 
         self.compile()
+        if self.iteration == 0 and 0 in self.kept_iterations():
+            self.save_checkpoint(self.out / 'checkpoint_0.npz')
         key, k = jax.random.split(self.key)
         state, metrics = self._iterate(self.state, k)
         metrics = {name: float(v) for name, v in jax.device_get(metrics).items()}
