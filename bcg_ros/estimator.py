@@ -1,8 +1,9 @@
 """
 Base state estimation for the G1 from LowState: IMU + leg kinematics + contact.
 
-Pure NumPy and MuJoCo's C API, no ROS: ``state_bridge_node`` and the
-``estimator`` benchmark call it the same way.
+Pure NumPy, no ROS and no MuJoCo (the legs' kinematics and dynamics are
+:mod:`bcg_ros.robot.legs`): ``state_bridge_node`` on the robot's computer and
+the ``estimator`` benchmark call it the same way.
 
 The filter is the one legged robots commonly use (Bloesch et al., RSS 2012,
 "State Estimation for Legged Robots"; the MIT Cheetah's linear KF). State, all
@@ -29,19 +30,18 @@ then shared among the foot's four spheres (minimum-norm normal forces that
 reproduce its vertical force and tipping moments); a foot is in contact by
 hysteresis on its vertical force, a sphere by hysteresis on its share.
 
-Kinematics use one scratch ``MjData``: the free joint at the origin with the
-IMU's orientation, so MuJoCo's world-frame results are the pelvis-relative,
+Kinematics place each leg with the pelvis at the origin and the IMU's
+orientation, so their world-frame results are the pelvis-relative,
 world-aligned vectors the filter needs.
 """
 
 from dataclasses import dataclass, field, fields
 from typing import Optional, Tuple
 
-import mujoco
 import numpy as np
 
-from bcg_ros.robot import g1
-from bcg_ros.robot import model as g1_model
+from bcg_ros.robot import g1, legs
+from bcg_ros.robot.legs import quat_to_matrix
 
 NUM_FEET = len(g1.FOOT_BODIES)
 NUM_SPHERES = len(g1.FOOT_SPHERES)
@@ -98,9 +98,10 @@ class EstimatorConfig:
     """Damping lambda [m^2] of the wrench solve (J J^T + lambda I)^-1 J b; the smallest
     eigenvalue of J J^T is about 7e-3 m^2 when standing, so 1e-5 biases forces by ~0.1 %."""
     compensate_bias: bool = True
-    """Subtract the legs' gravity, Coriolis and passive torques (MuJoCo RNE) from tau."""
+    """Subtract the legs' gravity, Coriolis and passive torques (Newton-Euler) from tau."""
     compensate_inertia: bool = True
-    """Also subtract M qacc, with qacc from differentiated joint speeds and gyro and the IMU."""
+    """Also subtract M qacc (armature included), with qacc from differentiated joint speeds
+    and gyro and the IMU."""
     acceleration_filter_hz: float = 25.0
     """Cut-off of the low-pass on the differentiated joint speeds and gyro [Hz]."""
     max_dt: float = 0.05
@@ -226,14 +227,6 @@ def share_vertical_force(offsets: np.ndarray, wrench: np.ndarray) -> np.ndarray:
     return np.maximum(share, 0.0)
 
 
-def quat_to_matrix(quat: np.ndarray) -> np.ndarray:
-    """Rotation matrix of a unit quaternion (w, x, y, z); normalises it first."""
-    mat = np.empty(9)
-    q = np.asarray(quat, dtype=np.float64)
-    mujoco.mju_quat2Mat(mat, q / np.linalg.norm(q))
-    return mat.reshape(3, 3)
-
-
 def predict(state: EstimatorState, acc_world: np.ndarray, dt: float,
             cfg: EstimatorConfig) -> Tuple[np.ndarray, np.ndarray]:
     """Propagate x and its covariance over dt with the previous step's acceleration."""
@@ -292,43 +285,25 @@ class StateEstimator:
     """
     Leg-kinematics + IMU Kalman filter for the G1; see the module docstring.
 
-    The object holds only the model and a scratch ``MjData`` (a cache); the
-    belief is an :class:`EstimatorState` that :meth:`initial_state` makes and
-    :meth:`step` maps to the next one.
+    The object holds only the two leg chains; the belief is an
+    :class:`EstimatorState` that :meth:`initial_state` makes and :meth:`step`
+    maps to the next one.
     """
 
     def __init__(self, config: EstimatorConfig = EstimatorConfig(),
-                 robot: Optional[g1_model.G1Model] = None):
-        """Build the kinematic cache from ``robot`` (the project's G1 when None)."""
+                 chains: Optional[Tuple[legs.LegChain, ...]] = None):
+        """Use ``chains`` for the legs (the G1's, :func:`legs.leg_chains`, when None)."""
         self.config = config
-        self.robot = robot if robot is not None else g1_model.load()
-        m = self.robot.model
-        self._data = mujoco.MjData(m)
-        self._data.qpos[:] = self.robot.standing_qpos()
-        self._feet = np.array(self.robot.foot_bodies)
-        self._sphere_body = self._feet[SPHERE_FOOT]
+        self.chains = chains if chains is not None else legs.leg_chains()
+        if len(self.chains) != NUM_FEET:
+            raise ValueError(f'StateEstimator needs {NUM_FEET} leg chains, got {len(self.chains)}')
         self._sphere_local = np.array([p for _, p in g1.FOOT_SPHERES], dtype=np.float64)
-        # The six joints of each leg, as qvel columns and motor slots (hip pitch .. ankle roll).
-        self._leg_slots = []
-        for foot in self._feet:
-            slots = [i for i, adr in enumerate(self.robot.qvel_adr)
-                     if _dof_moves_body(m, int(adr), int(foot))]
-            if len(slots) != 6:
-                raise g1_model.ModelError(
-                    f'{self.robot.path}: foot body {m.body(int(foot)).name!r} is moved by '
-                    f'{len(slots)} joints, the estimator expects 6')
-            self._leg_slots.append(np.array(slots))
-        self._leg_dofs = [self.robot.qvel_adr[s] for s in self._leg_slots]
         self._foot_spheres = [np.flatnonzero(SPHERE_FOOT == k) for k in range(NUM_FEET)]
         # Kinematic measurement rows, c_i - p, fixed.
         self._h_kin = np.zeros((3 * NUM_SPHERES, STATE_SIZE))
         for i in range(NUM_SPHERES):
             self._h_kin[3 * i:3 * i + 3, 0:3] = -np.eye(3)
             self._h_kin[3 * i:3 * i + 3, 6 + 3 * i:9 + 3 * i] = np.eye(3)
-        self._jacp = np.zeros((3, m.nv))
-        self._jacr = np.zeros((3, m.nv))
-        self._qvel = np.zeros(m.nv)
-        self._bias = np.zeros(m.nv)
 
     # -- kinematics ----------------------------------------------------------
 
@@ -340,50 +315,43 @@ class StateEstimator:
         ``acc_world`` [3] and ``accelerations`` [32] (angular, body frame, then
         joints) enter the inverse dynamics when ``compensate_inertia`` is set.
         """
-        m, d = self.robot.model, self._data
-        quat = np.asarray(sample.quat, dtype=np.float64)
-        quat = quat / np.linalg.norm(quat)
-        d.qpos[0:3] = 0.0
-        d.qpos[3:7] = quat
-        d.qpos[self.robot.qpos_adr] = sample.q
-        qvel = self._qvel
-        qvel[:] = 0.0
-        qvel[3:6] = sample.gyro  # free-joint angular velocity is in the body frame, as the gyro
-        qvel[self.robot.qvel_adr] = sample.dq
-        d.qvel[:] = qvel
-        mujoco.mj_kinematics(m, d)
-        mujoco.mj_comPos(m, d)
-        rotation = d.xmat[self.robot.root_body].reshape(3, 3).copy()
-        foot_rot = d.xmat[self._feet].reshape(NUM_FEET, 3, 3).copy()
-        foot_pos = d.xpos[self._feet].copy()
-        offsets = foot_pos[SPHERE_FOOT] + np.einsum('nij,nj->ni', foot_rot[SPHERE_FOOT],
-                                                    self._sphere_local)
+        cfg = self.config
+        rotation = quat_to_matrix(sample.quat)
+        q = np.asarray(sample.q, dtype=np.float64)
+        dq = np.asarray(sample.dq, dtype=np.float64)
         tau = np.asarray(sample.tau, dtype=np.float64)
-        inertia = self.config.compensate_inertia and accelerations is not None
-        if self.config.compensate_bias or inertia:
-            mujoco.mj_comVel(m, d)
-            d.qacc[:] = 0.0
-            if inertia:
-                d.qacc[0:3] = acc_world
-                d.qacc[3:6] = accelerations[0:3]
-                d.qacc[self.robot.qvel_adr] = accelerations[3:]
-            mujoco.mj_rne(m, d, int(inertia), self._bias)
-            passive = -m.dof_damping * qvel
+        w0 = rotation @ np.asarray(sample.gyro, dtype=np.float64)
+        inertia = cfg.compensate_inertia and accelerations is not None
+        zero = np.zeros(3)
+        foot_pos = np.empty((NUM_FEET, 3))
+        foot_rot = np.empty((NUM_FEET, 3, 3))
         wrench = np.empty((NUM_FEET, 6))
         rel_vel = np.empty((NUM_SPHERES, 3))
-        for k, foot in enumerate(self._feet):
-            mujoco.mj_jacBody(m, d, self._jacp, self._jacr, int(foot))
-            # Sphere velocities as if the pelvis did not translate: v_foot + w x r.
-            v_foot, w_foot = self._jacp @ qvel, self._jacr @ qvel
+        offsets = np.empty((NUM_SPHERES, 3))
+        for k, chain in enumerate(self.chains):
+            slots = chain.slots
+            pose = legs.place(chain, rotation, q[slots])
+            foot_pos[k], foot_rot[k] = pose.foot_pos, pose.foot_rot
             idx = self._foot_spheres[k]
-            rel_vel[idx] = v_foot + (offsets[idx] - foot_pos[k]) @ _skew(w_foot).T
-            dofs = self._leg_dofs[k]
-            jac = np.vstack([self._jacp[:, dofs], self._jacr[:, dofs]])
+            offsets[idx] = pose.foot_pos + self._sphere_local[idx] @ pose.foot_rot.T
+            jac = pose.jacobian()
+            # Sphere velocities as if the pelvis did not translate: v_foot + w x r.
+            twist = jac @ dq[slots]
+            v_foot = legs.cross(w0, pose.foot_pos) + twist[:3]
+            w_foot = w0 + twist[3:]
+            rel_vel[idx] = v_foot + legs.cross(w_foot, offsets[idx] - pose.foot_pos)
             # Leg rows of M qacc + bias = tau + passive + J^T W.
-            generalized = -tau[self._leg_slots[k]]
-            if self.config.compensate_bias or inertia:
-                generalized = generalized + self._bias[dofs] - passive[dofs]
-            wrench[k] = damped_wrench(jac, generalized, self.config.force_damping)
+            generalized = -tau[slots]
+            if cfg.compensate_bias or inertia:
+                if inertia:
+                    bias = legs.inverse_dynamics(
+                        chain, pose, w0, rotation @ accelerations[0:3], acc_world,
+                        dq[slots], accelerations[3:][slots], cfg.gravity)
+                else:
+                    bias = legs.inverse_dynamics(chain, pose, w0, zero, zero, dq[slots],
+                                                 np.zeros(len(slots)), cfg.gravity)
+                generalized = generalized + bias + chain.damping * dq[slots]
+            wrench[k] = damped_wrench(jac, generalized, cfg.force_damping)
         return _Kinematics(offsets, rel_vel, foot_pos, foot_rot, wrench, rotation)
 
     # -- filter --------------------------------------------------------------
@@ -482,11 +450,6 @@ class StateEstimator:
         return new_state, estimate
 
 
-def _skew(w: np.ndarray) -> np.ndarray:
-    """Return the cross-product matrix of w (times r gives w x r)."""
-    return np.array([[0.0, -w[2], w[1]], [w[2], 0.0, -w[0]], [-w[1], w[0], 0.0]])
-
-
 def _speeds(sample: Sample) -> np.ndarray:
     return np.concatenate([np.asarray(sample.gyro, dtype=np.float64),
                            np.asarray(sample.dq, dtype=np.float64)])
@@ -497,13 +460,3 @@ def _world_acceleration(sample: Sample, gravity: float) -> np.ndarray:
     acc = quat_to_matrix(sample.quat) @ np.asarray(sample.acc, dtype=np.float64)
     acc[2] -= gravity
     return acc
-
-
-def _dof_moves_body(m: mujoco.MjModel, dof: int, body: int) -> bool:
-    """Whether the joint owning ``dof`` is on the path from the root to ``body``."""
-    owner = m.dof_bodyid[dof]
-    while body > 0:
-        if body == owner:
-            return True
-        body = m.body_parentid[body]
-    return False

@@ -20,7 +20,7 @@ def robot():
 
 @pytest.fixture(scope='module')
 def estimator(robot):
-    return est.StateEstimator(est.EstimatorConfig(), robot)
+    return est.StateEstimator(est.EstimatorConfig())
 
 
 def _sample_from(robot, d, tau=None):
@@ -89,7 +89,7 @@ def test_contact_force_recovered_from_torques(robot, estimator):
     np.testing.assert_allclose(kin.wrench[1], 0.0, atol=1.0)
     # Without the model's gravity torques the legs' own weight reads as a foot force.
     raw = est.StateEstimator(est.EstimatorConfig(compensate_bias=False,
-                                                 compensate_inertia=False), robot)
+                                                 compensate_inertia=False))
     err = np.abs(raw.kinematics(_sample_from(robot, d, tau)).wrench[0, 2] - force[2])
     assert err > 20.0
 

@@ -1,9 +1,10 @@
 """
-The robot-side runtime (policy_node and what it loads) runs on the G1's computer.
+The robot-side runtime (policy_node, state_bridge_node and what they load) runs on the G1's computer.
 
 That computer has Ubuntu 20.04/22.04, ROS 2 Foxy/Humble and Python 3.8/3.10, and no
-training stack: policy_node, with a policy and its reference clip loaded, must import
-neither JAX nor MuJoCo, and every module it loads must hold to Python 3.8 (vermin).
+training stack: policy_node, with a policy and its reference clip loaded, and
+state_bridge_node's estimator, stepped on a LowState's worth of data, must import
+neither JAX nor MuJoCo, and every module they load must hold to Python 3.8 (vermin).
 """
 
 import json
@@ -19,9 +20,18 @@ POLICIES = sorted((REPO / 'bcg_ros' / 'policies').glob('*.onnx'))
 
 _PROBE = '''
 import json, sys
+import numpy as np
 import bcg_ros.nodes.policy_node
-from bcg_ros import executor
+import bcg_ros.nodes.state_bridge_node
+from bcg_ros import estimator, executor
+from bcg_ros.robot import g1
 runner = executor.PolicyRunner(sys.argv[1])
+bridge = estimator.StateEstimator()
+sample = estimator.Sample(quat=np.array([1.0, 0.0, 0.0, 0.0]), gyro=np.zeros(3),
+                          acc=np.array([0.0, 0.0, 9.81]), q=np.array(g1.DEFAULT_POSE),
+                          dq=np.zeros(g1.NUM_JOINTS), tau=np.zeros(g1.NUM_JOINTS))
+state, estimate = bridge.step(bridge.initial_state(sample), sample, 0.002)
+assert np.isfinite(estimate.position).all() and np.isfinite(estimate.foot_wrench).all()
 print(json.dumps({"heavy": sorted(m for m in ("jax", "jaxlib", "mujoco", "optax")
                                   if m in sys.modules),
                   "modules": sorted(m.__file__ for n, m in sys.modules.items()
@@ -40,8 +50,8 @@ def loaded():
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def test_policy_node_with_a_reference_policy_loads_no_training_stack(loaded):
-    assert loaded['heavy'] == [], f'policy_node pulled in {loaded["heavy"]}'
+def test_runtime_nodes_load_no_training_stack(loaded):
+    assert loaded['heavy'] == [], f'policy_node or state_bridge_node pulled in {loaded["heavy"]}'
     assert loaded['motion'] == POLICIES[0].stem
 
 
@@ -51,6 +61,7 @@ def test_runtime_modules_hold_to_python_38(loaded):
         pytest.skip('vermin is not installed (requirements-test.txt)')
     files = [f for f in loaded['modules'] if f.endswith('.py')]
     assert any(f.endswith('executor.py') for f in files)
+    assert any(f.endswith('legs.py') for f in files)
     out = subprocess.run([vermin, '-t=3.8-', '--no-tips', '--violations', '--eval-annotations',
                           *files], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-1000:]

@@ -25,7 +25,7 @@ import mujoco
 import numpy as np
 
 from bcg_ros import estimator as est
-from bcg_ros.robot import g1
+from bcg_ros.robot import g1, legs
 from bcg_ros.robot import model as g1_model
 
 
@@ -90,41 +90,25 @@ class Trace:
 
 
 class _Leg:
-    """Damped-Newton IK of both ankles to world poses, on a scratch MjData."""
+    """Damped-Newton IK of both ankles to world poses, pelvis level, on the leg chains."""
 
-    def __init__(self, robot: g1_model.G1Model):
-        self.robot = robot
-        self.m = robot.model
-        self.d = mujoco.MjData(self.m)
-        self.jacp = np.zeros((3, self.m.nv))
-        self.jacr = np.zeros((3, self.m.nv))
-        self.dofs, self.slots = [], []
-        for foot in robot.foot_bodies:
-            slots = [i for i, adr in enumerate(robot.qvel_adr)
-                     if est._dof_moves_body(self.m, int(adr), int(foot))]
-            self.slots.append(np.array(slots))
-            self.dofs.append(robot.qvel_adr[slots])
+    def __init__(self, chains):
+        self.chains = chains
 
     def solve(self, q: np.ndarray, pelvis: np.ndarray, feet: np.ndarray,
               iterations: int = 4) -> np.ndarray:
         """Joint targets (motor order) from ``q`` that put both feet at ``feet``, flat."""
-        m, d = self.m, self.d
         q = q.copy()
-        d.qpos[0:3] = pelvis
-        d.qpos[3:7] = (1.0, 0.0, 0.0, 0.0)
         for _ in range(iterations):
-            d.qpos[self.robot.qpos_adr] = q
-            mujoco.mj_kinematics(m, d)
-            mujoco.mj_comPos(m, d)
-            for k, foot in enumerate(self.robot.foot_bodies):
-                mujoco.mj_jacBody(m, d, self.jacp, self.jacr, int(foot))
-                jac = np.vstack([self.jacp[:, self.dofs[k]], self.jacr[:, self.dofs[k]]])
-                rot = d.xmat[foot].reshape(3, 3)
+            for k, chain in enumerate(self.chains):
+                pose = legs.place(chain, np.eye(3), q[chain.slots])
+                jac = pose.jacobian()
+                rot = pose.foot_rot
                 # Orientation error of a flat foot (identity) from the current one.
                 rot_err = 0.5 * np.array([rot[2, 1] - rot[1, 2], rot[0, 2] - rot[2, 0],
                                           rot[1, 0] - rot[0, 1]])
-                err = np.concatenate([feet[k] - d.xpos[foot], -rot_err])
-                q[self.slots[k]] += np.linalg.solve(jac.T @ jac + 1e-6 * np.eye(6), jac.T @ err)
+                err = np.concatenate([feet[k] - pelvis - pose.foot_pos, -rot_err])
+                q[chain.slots] += np.linalg.solve(jac.T @ jac + 1e-6 * np.eye(6), jac.T @ err)
         return q
 
 
@@ -214,8 +198,8 @@ def simulate(cfg: ScenarioConfig = ScenarioConfig(),
     d = mujoco.MjData(m)
     d.qpos[:] = robot.standing_qpos()
     rng = np.random.default_rng(cfg.seed)
-    estimator = est.StateEstimator(ecfg, robot)
-    ik = _Leg(robot)
+    estimator = est.StateEstimator(ecfg)
+    ik = _Leg(estimator.chains)
     kp, kd = np.array(g1.DEFAULT_KP), np.array(g1.DEFAULT_KD)
     q_target = np.array(g1.DEFAULT_POSE)
     mass = float(m.body_subtreemass[robot.root_body])

@@ -24,6 +24,7 @@ from typing import Dict, List, Sequence
 import numpy as np
 
 from bcg_ros.robot import g1
+from bcg_ros.robot.legs import quat_to_matrix
 
 PACKAGE_ROOT = pathlib.Path(__file__).resolve().parents[2]
 MJCF_PATH = PACKAGE_ROOT / 'bcg_ros' / 'models' / 'g1_29dof.xml'
@@ -73,17 +74,9 @@ def _visuals(b: g1.Body, kids: Sequence[g1.Body]):
     return shapes
 
 
-def _quat_to_matrix(q) -> np.ndarray:
-    w, x, y, z = np.asarray(q, dtype=float) / np.linalg.norm(q)
-    return np.array([
-        [1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)],
-        [2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)],
-        [2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)]])
-
-
 def quat_to_rpy(q) -> tuple:
     """Convert (w, x, y, z) to URDF roll-pitch-yaw (R = Rz(yaw) Ry(pitch) Rx(roll))."""
-    r = _quat_to_matrix(q)
+    r = quat_to_matrix(q)
     pitch = math.asin(max(-1.0, min(1.0, -r[2, 0])))
     roll = math.atan2(r[2, 1], r[2, 2])
     yaw = math.atan2(r[1, 0], r[0, 0])
@@ -92,7 +85,7 @@ def quat_to_rpy(q) -> tuple:
 
 def inertia_tensor(b: g1.Body) -> np.ndarray:
     """Return the full inertia tensor of a body about its centre of mass, in the body frame."""
-    r = _quat_to_matrix(b.iquat)
+    r = quat_to_matrix(b.iquat)
     return r @ np.diag(b.inertia) @ r.T
 
 
@@ -283,7 +276,7 @@ def _urdf_shape(c: g1.CollisionShape) -> List[str]:
     if c.kind == 'sphere':
         return _urdf_collision(c.pos, rpy, f'<sphere radius="{_f(c.size[0])}"/>', c.name)
     radius, half = c.size
-    axis = _quat_to_matrix(c.quat)[:, 2] * half
+    axis = quat_to_matrix(c.quat)[:, 2] * half
     ball = f'<sphere radius="{_f(radius)}"/>'
     return (_urdf_collision(c.pos, rpy, f'<cylinder radius="{_f(radius)}" '
                             f'length="{_f(2 * half)}"/>', c.name)
