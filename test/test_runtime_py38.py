@@ -65,3 +65,32 @@ def test_runtime_modules_hold_to_python_38(loaded):
     out = subprocess.run([vermin, '-t=3.8-', '--no-tips', '--violations', '--eval-annotations',
                           *files], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-1000:]
+
+
+_OFFLINE = ('Could not fetch URL', 'NewConnectionError', 'Network is unreachable',
+            'Temporary failure in name resolution', 'Max retries exceeded')
+
+
+@pytest.mark.parametrize('python', ['3.8', '3.10'])
+def test_runtime_requirements_resolve_to_aarch64_wheels(python, tmp_path):
+    # The G1's computer is a Jetson Orin (aarch64, glibc 2.31 on Ubuntu 20.04): pip must find
+    # a binary wheel of every runtime requirement, and of what they pull in, for it.
+    report = tmp_path / 'report.json'
+    platforms = [f'--platform={p}' for p in ('manylinux2014_aarch64', 'manylinux_2_27_aarch64',
+                                             'manylinux_2_28_aarch64', 'manylinux_2_31_aarch64')]
+    out = subprocess.run(
+        [sys.executable, '-m', 'pip', 'install', '--dry-run', '--ignore-installed', '--quiet',
+         '--only-binary=:all:', f'--python-version={python}', '--implementation=cp',
+         *platforms, f'--target={tmp_path / "target"}', f'--report={report}',
+         '-r', str(REPO / 'requirements-runtime.txt')],
+        capture_output=True, text=True, timeout=300)
+    if out.returncode != 0 and any(s in out.stderr for s in _OFFLINE):
+        pytest.skip('the package index is not reachable')
+    assert out.returncode == 0, out.stderr[-3000:]
+    wheels = {i['metadata']['name'].lower(): i['download_info']['url'].rsplit('/', 1)[-1]
+              for i in json.loads(report.read_text())['install']}
+    assert {'numpy', 'pyyaml', 'onnxruntime'} <= set(wheels), wheels
+    assert not {'jax', 'jaxlib', 'mujoco'} & set(wheels), wheels
+    tag = 'cp' + python.replace('.', '')
+    for name in ('numpy', 'onnxruntime'):
+        assert tag in wheels[name] and 'aarch64' in wheels[name], wheels[name]
