@@ -27,3 +27,19 @@ def test_bootstrap_ratio_and_bands():
     assert b['ratio'][1][0] == pytest.approx(9.0) and b['ratio'][1][1] == pytest.approx(9.0)
     lo, hi = b['bcg'][1]
     assert lo < b['bcg'][0] < hi
+    assert b['std']['ratio'] == pytest.approx(0.0, abs=1e-9) and b['std']['bcg'] > 0
+
+
+def test_robust_ratios_see_through_one_heavy_env():
+    rng = np.random.default_rng(2)
+    plain = rng.normal(size=(40, 30)) + 1.0
+    bcg = 0.5 * (plain - plain.mean(0)) + plain.mean(0)     # half the spread, same mean
+    r = variance.robust_ratios(plain, bcg)
+    assert r['median'] == pytest.approx(4.0) and r['trimmed'] == pytest.approx(4.0)
+    assert r['norm_ratio'] == pytest.approx(1.0) and r['cosine'] == pytest.approx(1.0)
+    heavy = plain.copy()
+    heavy[0] *= 1e4                                          # one env dominates the sum
+    b = variance.bootstrap(heavy, bcg, resamples=50, seed=0)
+    r = variance.robust_ratios(heavy, bcg)
+    assert b['ratio'][0] > 1e5
+    assert 2.0 < r['median'] < 8.0 and 2.0 < r['trimmed'] < 8.0

@@ -166,8 +166,13 @@ def actor_objective(rewards, boot_values, dones, final_values, gamma: float):
     return -total / (n * b)
 
 
-def _rollout(actor, st: SHACState, key, cfg, add_cfg, env):
-    """Run the policy ``horizon`` steps with the graph; return the loss and the data."""
+def _rollout(actor, st: SHACState, key, cfg, add_cfg, env, per_env: bool = False):
+    """
+    Run the policy ``horizon`` steps with the graph; return the loss and the data.
+
+    ``per_env``: ``actor`` holds one copy of the parameters per env (leading axis
+    ``num_envs``), so the gradient of the loss holds every env's own gradient.
+    """
     tgt = jax.lax.stop_gradient(st.target_critic)
 
     def value(cobs):
@@ -177,7 +182,11 @@ def _rollout(actor, st: SHACState, key, cfg, add_cfg, env):
         k_noise, k_env = jax.random.split(k)
         obs = env.observe(env_state)
         cobs = env_mod.critic_observe(env, env_state)
-        mean = networks.policy_mean(actor, st.obs_norm, obs, cfg.obs_clip)
+        if per_env:
+            mean = jax.vmap(lambda a, o: networks.policy_mean(a, st.obs_norm, o, cfg.obs_clip))(
+                actor, obs)
+        else:
+            mean = networks.policy_mean(actor, st.obs_norm, obs, cfg.obs_clip)
         noise = jax.random.normal(k_noise, mean.shape)
         action = mean + jnp.exp(actor['log_std']) * noise
         env_state, out = env.step(env_state, action, k_env)
