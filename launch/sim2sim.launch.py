@@ -4,7 +4,7 @@ Sim2sim: the G1 simulator node, the policy executor, the state bridge, the robot
 g1_sim_node speaks the robot's own /lowstate and /lowcmd, so policy_node and
 state_bridge_node run exactly as on the real G1.
 
-    ros2 launch bcg_ros sim2sim.launch.py                 # the shipped run policy
+    ros2 launch bcg_ros sim2sim.launch.py                 # the shipped default (dance) policy
     ros2 launch bcg_ros sim2sim.launch.py policy:=/path/to/policy.onnx
 """
 
@@ -25,7 +25,7 @@ def _config(name):
 
 
 def _shipped_policy() -> str:
-    """The package's shipped run policy, or '' (stand and damping only) if there is none."""
+    """The package's shipped default policy, or '' (stand and damping only) if there is none."""
     from bcg_ros import policies
     try:
         return str(policies.path())
@@ -40,7 +40,7 @@ def generate_launch_description():
         urdf = f.read()
     return LaunchDescription([
         DeclareLaunchArgument('policy', default_value=_shipped_policy(),
-                              description='ONNX policy file (default: the shipped run policy; '
+                              description='ONNX policy file (default: the shipped dance policy; '
                                           'empty: stand and damping only)'),
         DeclareLaunchArgument('policy_config', default_value=_config('policy_node.yaml'),
                               description='policy_node parameters file'),

@@ -10,8 +10,9 @@ from typing import Tuple
 
 DIR = pathlib.Path(__file__).resolve().parent
 """Folder of the shipped policies."""
-DEFAULT_MOTION = 'run'
-"""The motion whose policy the tools and launch files run when given none."""
+DEFAULT_MOTION = 'dance'
+"""The motion whose policy the tools and launch files run when given none: the shipped
+policy that stays up best on Unitree's official model (see each ``<motion>.md``)."""
 
 
 class PolicyNotShipped(FileNotFoundError):
