@@ -214,3 +214,32 @@ def test_a_yaml_tag_that_could_run_code_is_refused_naming_file_line_and_tag(tmp_
     with pytest.raises(ct.ContractError, match=rf"{path}: line 3: tag '.*' is not read"):
         read_yaml(path)
     assert not mark.exists()
+
+
+def test_a_beyondmimic_export_is_refused_saying_exactly_what_is_missing(tmp_path):
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    n_obs = 160
+    graph = helper.make_graph(
+        [helper.make_node('Gemm', ['obs', 'w', 'b'], ['actions'])], 'beyondmimic',
+        [helper.make_tensor_value_info('obs', TensorProto.FLOAT, [1, n_obs]),
+         helper.make_tensor_value_info('time_step', TensorProto.FLOAT, [1, 1])],
+        [helper.make_tensor_value_info('actions', TensorProto.FLOAT, [1, g1.NUM_JOINTS])],
+        [numpy_helper.from_array(np.zeros((n_obs, g1.NUM_JOINTS), np.float32), 'w'),
+         numpy_helper.from_array(np.zeros(g1.NUM_JOINTS, np.float32), 'b')])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid('', 17)])
+    model.ir_version = 8
+    for k, v in {'anchor_body_name': 'torso_link', 'joint_names': ','.join(g1.JOINT_NAMES),
+                 'observation_names': 'command,motion_anchor_ori_b,base_ang_vel,joint_pos,'
+                                      'joint_vel,actions'}.items():
+        model.metadata_props.add(key=k, value=v)
+    path = tmp_path / 'policy.onnx'
+    onnx.save(model, str(path))
+    with pytest.raises(ct.ContractError) as err:
+        load_policy(path)
+    msg = str(err.value)
+    assert str(path) in msg and "input(s) ['time_step']" in msg
+    assert 'base_ang_vel (as base_ang_vel), joint_pos (as joint_pos_rel)' in msg
+    assert "term 'command': not built" in msg and "term 'motion_anchor_ori_b': not built" in msg
+    assert "'joint_vel': not built" not in msg

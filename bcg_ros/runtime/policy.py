@@ -267,6 +267,50 @@ def _cross_check(path: pathlib.Path, meta: Mapping[str, str], contract: ct.Contr
                                    f'{source} {contract.control_dt} s')
 
 
+BEYONDMIMIC_TERMS = {'base_ang_vel': 'base_ang_vel', 'joint_pos': 'joint_pos_rel',
+                     'joint_vel': 'joint_vel_rel', 'actions': 'last_action',
+                     'projected_gravity': 'projected_gravity'}
+"""BeyondMimic observation names and the contract terms that build the same values."""
+
+_BEYONDMIMIC_MISSING = {
+    'command': "the reference joint positions and velocities at the ONNX's time_step "
+               '(its own joint_pos/joint_vel outputs, fed back)',
+    'motion_anchor_pos_b': "the reference anchor body's position in the robot's anchor frame "
+                           '(needs the robot\'s world position: an estimator in the loop)',
+    'motion_anchor_ori_b': "the reference anchor body's orientation in the robot's anchor frame "
+                           "(the ONNX's body_quat_w output against the robot's anchor body)",
+    'base_lin_vel': 'the base linear velocity (needs an estimator in the loop)',
+}
+
+
+def beyondmimic_gap(path: pathlib.Path, meta: Mapping[str, str], inputs) -> str:
+    """
+    Say exactly what a BeyondMimic ONNX export needs that bcg_ros does not build.
+
+    Such an export carries its reference motion inside the graph: a second input
+    (``time_step``) indexes it, and outputs beside ``actions`` give the reference
+    the observation is built from.
+    """
+    names = [n.strip() for n in meta.get('observation_names', '').split(',') if n.strip()]
+    built = [n for n in names if n in BEYONDMIMIC_TERMS]
+    missing = [n for n in names if n not in BEYONDMIMIC_TERMS]
+    extra = [i for i in inputs if i != 'obs']
+    lines = [f'{path}: a BeyondMimic export (metadata observation_names, anchor_body_name '
+             f'{meta.get("anchor_body_name", "?")!r}; ONNX inputs {list(inputs)}) is not run by '
+             'bcg_ros.']
+    if extra:
+        lines.append(f'  input(s) {extra}: bcg_ros feeds one observation input only')
+    if built:
+        lines.append('  observation terms bcg_ros builds: ' + ', '.join(
+            f'{n} (as {BEYONDMIMIC_TERMS[n]})' for n in built))
+    for n in missing:
+        lines.append(f'  observation term {n!r}: not built; it is '
+                     f'{_BEYONDMIMIC_MISSING.get(n, "a term bcg_ros does not know")}')
+    lines.append('  a deploy.yaml cannot describe these terms; export the policy with '
+                 "bcg_ros's contract instead (bcg-train), or run it with its own deploy code")
+    return '\n'.join(lines)
+
+
 def load_policy(path: Union[str, pathlib.Path],
                 deploy_yaml: Optional[Union[str, pathlib.Path]] = None,
                 threads: int = 1) -> Policy:
@@ -299,10 +343,7 @@ def load_policy(path: Union[str, pathlib.Path],
         contract = ct.Contract.from_dict(read_yaml(beside), str(beside))
         source = str(beside)
     elif all(k in meta for k in BEYONDMIMIC_KEYS):
-        raise ct.ContractError(
-            f'{path}: BeyondMimic-style metadata (observation_names='
-            f'{meta["observation_names"]!r}) carries its reference motion inside the ONNX '
-            'graph; bcg_ros runs such a policy only with a deploy.yaml describing its terms')
+        raise ct.ContractError(beyondmimic_gap(path, meta, [i.name for i in sess.get_inputs()]))
     else:
         raise ct.ContractError(f'{path}: no {ct.METADATA_KEY!r} metadata, no {CONTRACT_FILE} '
                                f'and no deploy.yaml beside it; pass one (metadata keys: '
