@@ -255,8 +255,8 @@ def _per_env_grad_fn(env, cfg, shac_mod):
         env_k.sim = sim
 
         def loss(actor):
-            value, (env_state, data) = shac_mod._rollout(actor, st, key, cfg.shac, cfg.add,
-                                                        env_k, per_env=True)
+            value, (env_state, data) = shac_mod._rollout(
+                actor, st, key, cfg.shac, cfg.add, env_k, per_env=True)
             # The batch mean times n: each env's own loss; its gradient is that env's.
             return n * value, (env_state, data)
 
@@ -291,19 +291,22 @@ def run_training(args) -> int:
     print(f'{paths[0].parent}: motion {big.g1.motion!r}, {args.envs} envs (training ran '
           f'{cfg.g1.num_envs}) x {big.shac.horizon} steps, k of the run {run_k:g}; BCG B = '
           f'{bcg_cfg.branches}, H = {bcg_cfg.horizon}, sigma_p {bcg_cfg.sigma_p:g} m, sigma_v '
-          f'{bcg_cfg.sigma_v:g} m/s, tau {bcg_cfg.tau:g} N; setup {time.perf_counter() - t0:.1f} s',
+          f'{bcg_cfg.sigma_v:g} m/s, tau {bcg_cfg.tau:g} N; '
+          f'setup {time.perf_counter() - t0:.1f} s',
           flush=True)
     rows = []
     for path, (st, meta) in zip(paths, states):
         it = int(meta['iteration'])
         key = jax.random.PRNGKey(args.seed + it)
         k_reset, k_warm, k_grad = jax.random.split(key, 3)
-        st = dataclasses.replace(st, env_state=env.reset(k_reset))
+        # Host arrays throughout: a state fresh from reset and one from a rollout then have
+        # the same types (no weak types), so the jitted estimators compile once.
+        st = dataclasses.replace(st, env_state=jax.device_get(env.reset(k_reset)))
         for w in range(args.warmup):
             t1 = time.perf_counter()
             _, env_state, _, _ = jax.block_until_ready(fns['plain'](
                 g1_grad.with_k(env.sim, run_k), st, jax.random.fold_in(k_warm, w)))
-            st = dataclasses.replace(st, env_state=env_state)
+            st = dataclasses.replace(st, env_state=jax.device_get(env_state))
             if not rows and w == 0:
                 print(f'compiled and ran the plain estimator in {time.perf_counter() - t1:.1f} s',
                       flush=True)
@@ -312,7 +315,8 @@ def run_training(args) -> int:
             grads, bundled = {}, None
             for name, fn in fns.items():
                 s0 = dataclasses.replace(st, env_state=dataclasses.replace(
-                    st.env_state, bcg=bcg_mod.init_batch(sim, bcg_cfg, st.env_state.bcg.sim)))
+                    st.env_state, bcg=jax.device_get(
+                        bcg_mod.init_batch(sim, bcg_cfg, st.env_state.bcg.sim))))
                 t1 = time.perf_counter()
                 g, _, bundle, e_track = jax.block_until_ready(fn(sim, s0, k_grad))
                 grads[name] = g1_grad.flat(g)
