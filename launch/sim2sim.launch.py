@@ -8,20 +8,13 @@ state_bridge_node run exactly as on the real G1.
     ros2 launch bcg_ros sim2sim.launch.py policy:=/path/to/policy.onnx
 """
 
-import os
-
-from ament_index_python.packages import get_package_share_directory
 from launch import LaunchDescription
 from launch.actions import DeclareLaunchArgument
 from launch.conditions import IfCondition
 from launch.substitutions import LaunchConfiguration
-from launch_ros.actions import Node
+from launch_ros.actions import LifecycleNode, Node
 
-SHARE = get_package_share_directory('bcg_ros')
-
-
-def _config(name):
-    return os.path.join(SHARE, 'config', name)
+from bcg_ros.launching import config, require, robot_description
 
 
 def _shipped_policy() -> str:
@@ -36,38 +29,44 @@ def _shipped_policy() -> str:
 def generate_launch_description():
     policy = LaunchConfiguration('policy')
     use_sim_time = LaunchConfiguration('use_sim_time')
-    with open(os.path.join(SHARE, 'urdf', 'g1_29dof.urdf')) as f:
-        urdf = f.read()
     return LaunchDescription([
         DeclareLaunchArgument('policy', default_value=_shipped_policy(),
                               description='ONNX policy file (default: the shipped dance policy; '
                                           'empty: stand and damping only)'),
-        DeclareLaunchArgument('policy_config', default_value=_config('policy_node.yaml'),
+        DeclareLaunchArgument('policy_config', default_value=config('policy_node.yaml'),
                               description='policy_node parameters file'),
-        DeclareLaunchArgument('sim_config', default_value=_config('g1_sim_node.yaml'),
+        DeclareLaunchArgument('sim_config', default_value=config('g1_sim_node.yaml'),
                               description='g1_sim_node parameters file'),
-        DeclareLaunchArgument('bridge_config', default_value=_config('state_bridge_node.yaml'),
+        DeclareLaunchArgument('bridge_config', default_value=config('state_bridge_node.yaml'),
                               description='state_bridge_node parameters file'),
         DeclareLaunchArgument('use_rviz', default_value='true', description='start rviz2'),
+        DeclareLaunchArgument('robot_state_publisher', default_value='true',
+                              description='start robot_state_publisher (the URDF on /tf for '
+                                          'rviz; C++, from a ROS 2 install)'),
         DeclareLaunchArgument('use_sim_time', default_value='false',
                               description='g1_sim_node publishes /clock and every node '
                                           'follows it (policy_node: its timeouts and '
                                           'periods in simulated seconds)'),
+        require('robot_state_publisher', 'robot_state_publisher'),
+        require('rviz2', 'use_rviz'),
         Node(package='bcg_ros', executable='g1_sim_node', name='g1_sim_node', output='screen',
              parameters=[LaunchConfiguration('sim_config'),
                          # On sim time the simulator is the clock.
                          {'use_sim_time': use_sim_time, 'publish_clock': use_sim_time}]),
-        Node(package='bcg_ros', executable='policy_node', name='policy_node', output='screen',
-             parameters=[LaunchConfiguration('policy_config'),
-                         {'policy_path': policy, 'use_sim_time': use_sim_time}]),
+        LifecycleNode(package='bcg_ros', executable='policy_node', name='policy_node',
+                      namespace='', output='screen',
+                      parameters=[LaunchConfiguration('policy_config'),
+                                  {'policy_path': policy, 'use_sim_time': use_sim_time}]),
         Node(package='bcg_ros', executable='state_bridge_node', name='state_bridge_node',
              output='screen',
              parameters=[LaunchConfiguration('bridge_config'), {'use_sim_time': use_sim_time}]),
         Node(package='robot_state_publisher', executable='robot_state_publisher',
              name='robot_state_publisher',
-             parameters=[{'robot_description': urdf, 'use_sim_time': use_sim_time}]),
+             parameters=[{'robot_description': robot_description(),
+                          'use_sim_time': use_sim_time}],
+             condition=IfCondition(LaunchConfiguration('robot_state_publisher'))),
         Node(package='rviz2', executable='rviz2', name='rviz2',
-             arguments=['-d', _config('bcg_ros.rviz')],
+             arguments=['-d', config('bcg_ros.rviz')],
              parameters=[{'use_sim_time': use_sim_time}],
              condition=IfCondition(LaunchConfiguration('use_rviz'))),
     ])

@@ -9,29 +9,22 @@ MuJoCo, showing the runs on /joint_states, /tf and its contact markers.
     ros2 launch bcg_ros train.launch.py config:=/path/to/trainer_node.yaml evaluate:=true
 """
 
-import os
-
-from ament_index_python.packages import get_package_share_directory
 from launch import LaunchDescription
 from launch.actions import DeclareLaunchArgument
 from launch.conditions import IfCondition
 from launch.substitutions import LaunchConfiguration
 from launch_ros.actions import Node
 
-SHARE = get_package_share_directory('bcg_ros')
-
-
-def _config(name):
-    return os.path.join(SHARE, 'config', name)
+from bcg_ros.launching import config
 
 
 def generate_launch_description():
     use_sim_time = LaunchConfiguration('use_sim_time')
     return LaunchDescription([
-        DeclareLaunchArgument('config', default_value=_config('trainer_node.yaml'),
+        DeclareLaunchArgument('config', default_value=config('trainer_node.yaml'),
                               description='trainer_node parameters file (preset, overrides, '
                                           'output_dir)'),
-        DeclareLaunchArgument('eval_config', default_value=_config('evaluator_node.yaml'),
+        DeclareLaunchArgument('eval_config', default_value=config('evaluator_node.yaml'),
                               description='evaluator_node parameters file'),
         DeclareLaunchArgument('evaluate', default_value='false',
                               description='start evaluator_node and evaluate every export '

@@ -46,8 +46,8 @@ def _const(node):
 
 
 def _config_file(node):
-    """'x.yaml' when node is _config('x.yaml'), else None."""
-    if isinstance(node, ast.Call) and _call_name(node) == '_config' and node.args:
+    """'x.yaml' when node is config('x.yaml') (bcg_ros.launching), else None."""
+    if isinstance(node, ast.Call) and _call_name(node) == 'config' and node.args:
         return _const(node.args[0])
     return None
 
@@ -60,7 +60,7 @@ def parse(path):
         name = _call_name(call)
         if name == 'DeclareLaunchArgument':
             args[_const(call.args[0])] = _kw(call, 'default_value')
-        elif name == 'Node':
+        elif name in ('Node', 'LifecycleNode'):
             nodes.append(call)
     return args, nodes
 

@@ -1,0 +1,220 @@
+"""
+Running the launch files and the README's `ros2` commands for real, for the `launch` tests.
+
+A ROS 2 install, or the venv after scripts/install.sh --ros-sources DIR, provides
+`ros2` and the launch packages; without them the launch tests skip saying so. Each
+test module works in a DDS domain of its own, passed to every command it runs and to
+its in-process listener, and stops the `ros2` daemon it may have started.
+"""
+
+import os
+import pathlib
+import random
+import re
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from typing import Dict, List, Optional
+
+import pytest
+
+REPO = pathlib.Path(__file__).resolve().parents[1]
+README = REPO / 'README.md'
+ROS2 = shutil.which('ros2', path=os.pathsep.join([os.path.dirname(sys.executable),
+                                                  os.environ.get('PATH', '')]))
+NO_LAUNCH = ('the ROS 2 launch system and command line are not installed (no PyPI wheels): '
+             'scripts/install.sh --ros-sources DIR installs them from upstream sources, a '
+             'ROS 2 install has them')
+NO_RSP_RVIZ = ('use_rviz:=false', 'robot_state_publisher:=false')
+"""rviz2 and robot_state_publisher are C++ nodes with no PyPI wheel: the launch tests run
+without them (test_launch_monitor checks the launch's message where they are missing)."""
+
+
+def require_ros2() -> str:
+    """The `ros2` executable, or skip the calling test with what to install."""
+    import importlib.util
+    if ROS2 is None or importlib.util.find_spec('launch_ros') is None:
+        pytest.skip(NO_LAUNCH)
+    return ROS2
+
+
+def readme_commands(marker: str) -> List[str]:
+    """Return the shell lines of the README's block after ``<!-- marker -->``, no comments."""
+    text = README.read_text()
+    match = re.search(rf'<!-- {re.escape(marker)} -->\s*```bash\n(.*?)```', text, re.S)
+    assert match, f'README.md: no ```bash block after <!-- {marker} -->'
+    lines = [line.split('  #')[0].strip() for line in match.group(1).splitlines()]
+    return [line for line in lines if line and not line.startswith('#')]
+
+
+class Domain:
+    """One DDS domain: the environment of every command a test runs in it."""
+
+    def __init__(self, tmp: pathlib.Path):
+        # Away from conftest's session domain (100-200) and the node-set tests' (30-99,
+        # 201-230), so parallel runs on one machine do not hear each other.
+        self.id = random.randint(1, 29)
+        self.env = dict(os.environ, ROS_DOMAIN_ID=str(self.id), PYTHONUNBUFFERED='1',
+                        RCUTILS_COLORIZED_OUTPUT='0')
+        self.tmp = tmp
+
+    def ros2(self, command: str, timeout: float = 30.0) -> subprocess.CompletedProcess:
+        """Run a `ros2 ...` command line to its end; its stdout and stderr together."""
+        argv = shlex.split(command)
+        assert argv[0] == 'ros2', command
+        try:
+            return subprocess.run([require_ros2(), *argv[1:]], env=self.env, cwd=REPO,
+                                  stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                  timeout=timeout)
+        except subprocess.TimeoutExpired as exc:
+            out = exc.output.decode() if isinstance(exc.output, bytes) else exc.output or ''
+            return subprocess.CompletedProcess(argv, None, f'{out}[no end in {timeout} s]')
+
+    def ros2_for(self, command: str, seconds: float) -> str:
+        """Run a never-ending `ros2 ...` command (topic hz) for ``seconds``; what it printed."""
+        argv = shlex.split(command)
+        proc = subprocess.Popen([require_ros2(), *argv[1:]], env=self.env, cwd=REPO,
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        time.sleep(seconds)
+        proc.send_signal(signal.SIGINT)
+        try:
+            out, _ = proc.communicate(timeout=10.0)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            out, _ = proc.communicate()
+        return out
+
+    def stop_daemon(self) -> None:
+        """Stop the `ros2` daemon the CLI starts for this domain (it outlives the test)."""
+        self.ros2('ros2 daemon stop', timeout=30.0)
+
+
+class Launch:
+    """A `ros2 launch ...` command line running in the background, its output in a file."""
+
+    def __init__(self, domain: Domain, command: str, *extra: str):
+        argv = shlex.split(command) + list(extra)
+        assert argv[:2] == ['ros2', 'launch'], command
+        self.command = ' '.join(argv)
+        self.stop_s = None
+        """Seconds from Ctrl-C to the launch's end."""
+        self.log_path = domain.tmp / f'launch_{argv[3].split(".")[0]}.log'
+        self._log = open(self.log_path, 'w')
+        self.proc = subprocess.Popen([require_ros2(), *argv[1:]], env=domain.env, cwd=REPO,
+                                     stdout=self._log, stderr=subprocess.STDOUT, text=True)
+
+    def log(self) -> str:
+        """Everything the launch and its nodes printed so far."""
+        return self.log_path.read_text()
+
+    def pids(self) -> Dict[str, int]:
+        """The processes the launch started, by launch name (e.g. policy_node-2)."""
+        return {m.group(1): int(m.group(2)) for m in
+                re.finditer(r'\[INFO\] \[(\S+)\]: process started with pid \[(\d+)\]',
+                            self.log())}
+
+    def wait_for(self, pattern: str, timeout: float) -> Optional[re.Match]:
+        """Wait until the log matches ``pattern`` (or the launch ends, or ``timeout``)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            match = re.search(pattern, self.log())
+            if match or self.proc.poll() is not None:
+                return match
+            time.sleep(0.2)
+        return None
+
+    def stop(self, timeout: float = 30.0) -> int:
+        """Ctrl-C the launch as an operator would; its exit code (SIGKILL after ``timeout``)."""
+        if self.proc.poll() is None:
+            t0 = time.monotonic()
+            self.proc.send_signal(signal.SIGINT)
+            try:
+                self.proc.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+            self.stop_s = time.monotonic() - t0
+        self._log.close()
+        return self.proc.returncode
+
+
+def running(pids: Dict[str, int]) -> List[str]:
+    """The names of ``pids`` whose process still runs (not a zombie)."""
+    alive = []
+    for name, pid in pids.items():
+        try:
+            state = pathlib.Path(f'/proc/{pid}/stat').read_text().rsplit(')', 1)[1].split()[0]
+        except OSError:
+            continue
+        if state != 'Z':
+            alive.append(name)
+    return alive
+
+
+class Listener:
+    """Time-stamps the messages of some topics in this process; keeps the newest of each."""
+
+    def __init__(self, domain_id: int, topics: Dict[str, tuple]):
+        """``topics``: {key: (message type, topic, QoS or depth, raw)}."""
+        import rclpy
+        from rclpy.executors import SingleThreadedExecutor
+        self.context = rclpy.Context()
+        rclpy.init(context=self.context, domain_id=domain_id)
+        self.node = rclpy.create_node('launch_test_listener', context=self.context)
+        self.lock = threading.Lock()
+        self.times = {key: [] for key in topics}
+        self.last = {}
+        for key, (msg_type, topic, qos, raw) in topics.items():
+            self.node.create_subscription(msg_type, topic, self._keep(key), qos, raw=raw)
+        self.executor = SingleThreadedExecutor(context=self.context)
+        self.executor.add_node(self.node)
+        self.thread = threading.Thread(target=self.executor.spin, daemon=True)
+        self.thread.start()
+
+    def _keep(self, key):
+        def cb(msg):
+            with self.lock:
+                self.times[key].append(time.monotonic())
+                self.last[key] = msg
+        return cb
+
+    def counts(self, since: float = 0.0) -> Dict[str, int]:
+        """Messages of each topic received after ``since`` (time.monotonic())."""
+        with self.lock:
+            return {k: sum(1 for t in v if t >= since) for k, v in self.times.items()}
+
+    def wait(self, keys, timeout: float, since: float = 0.0) -> List[str]:
+        """Wait until each of ``keys`` got a message after ``since``; those that did not."""
+        deadline = time.monotonic() + timeout
+        while True:
+            counts = self.counts(since)
+            missing = sorted(k for k in keys if not counts[k])
+            if not missing or time.monotonic() > deadline:
+                return missing
+            time.sleep(0.1)
+
+    def wait_for_services(self, names, timeout: float) -> List[str]:
+        """Wait until every service in ``names`` is on the graph; those that are not."""
+        deadline = time.monotonic() + timeout
+        while True:
+            present = {name for name, _ in self.node.get_service_names_and_types()}
+            missing = sorted(set(names) - present)
+            if not missing or time.monotonic() > deadline:
+                return missing
+            time.sleep(0.2)
+
+    def latest(self, key):
+        """The newest message of ``key``, or None."""
+        with self.lock:
+            return self.last.get(key)
+
+    def close(self) -> None:
+        """Stop listening and leave the domain."""
+        import rclpy
+        self.executor.shutdown()
+        self.node.destroy_node()
+        rclpy.shutdown(context=self.context)
