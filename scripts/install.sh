@@ -23,8 +23,9 @@
 #                 `ros2 launch`, `ros2 lifecycle`, `ros2 service`, `ros2 topic` and
 #                 `ros2 interface` work in the venv as on a ROS 2 install.
 #
-# Every mode registers bcg_ros in the venv's ament index (share/bcg_ros links to
-# launch/, config/, urdf/ and package.xml here; lib/bcg_ros to the executables), the
+# Every mode registers bcg_ros in the venv's ament index (share/bcg_ros links to the
+# files of launch/, config/, urdf/ and package.xml here; lib/bcg_ros to the executables:
+# run it again after adding one), the
 # layout `ros2 run` and `ros2 launch` look up, and the venv's Pythons put the venv and
 # the interface builds on AMENT_PREFIX_PATH (scripts/build_interfaces.sh).
 # BCG_ROS_VENV picks the venv folder (default: .venv in the repository).
@@ -111,8 +112,13 @@ python -m pip install --quiet --no-deps --no-build-isolation -e .
 share="${venv}/share/bcg_ros"
 mkdir -p "${share}" "${venv}/lib/bcg_ros" "${venv}/share/ament_index/resource_index/packages"
 : > "${venv}/share/ament_index/resource_index/packages/bcg_ros"
-for item in package.xml launch config urdf; do
-    ln -sfn "${root}/${item}" "${share}/${item}"
+# One link per file, as colcon --symlink-install makes them: `ros2 launch` walks
+# share/bcg_ros without following links to folders.
+rm -rf "${share:?}"/*
+ln -s "${root}/package.xml" "${share}/package.xml"
+for folder in launch config urdf; do
+    mkdir "${share}/${folder}"
+    ln -s "${root}/${folder}"/* "${share}/${folder}/"
 done
 for exe in $(python -c "from importlib.metadata import distribution as d; print(' '.join(
         e.name for e in d('bcg_ros').entry_points if e.group == 'console_scripts'))"); do
