@@ -18,6 +18,7 @@ BENCHMARKS = {
     'estimator': 'state_bridge_node estimator against g1_sim_node ground truth.',
     'compile': 'Cold XLA compile of the training step of bcg-train --preset cpu --motion run.',
     'bcg-cost': 'A SHAC + BCG training iteration over a plain one, same batch and clip.',
+    'sensitivity': 'Where the gradient variance comes from: |dL/ds_t| per env-step vs events.',
 }
 
 

@@ -431,6 +431,9 @@ class G1Env:
                 'bundle': binfo.bundled.astype(qpos.dtype),
                 'penetration_sum_mm': pen_mm, 'penetration_count': pen_n,
                 'root_height': qpos[:, 2],
+                # Per sphere, for studies of the gradient (bcg-bench sensitivity).
+                'contact_force': binfo.step.normal_force, 'contact_depth': binfo.step.depth,
+                'contact_point': binfo.step.contact_point, 'qpos': qpos,
                 'metrics': {
                     'track_reward': jnp.where(diverged, 0.0, jnp.exp(
                         -err ** 2 / c.tracking_sigma ** 2)),

@@ -166,19 +166,28 @@ def actor_objective(rewards, boot_values, dones, final_values, gamma: float):
     return -total / (n * b)
 
 
-def _rollout(actor, st: SHACState, key, cfg, add_cfg, env, per_env: bool = False):
+def _rollout(actor, st: SHACState, key, cfg, add_cfg, env, per_env: bool = False,
+             shift=None, offsets=None, probe: Tuple[str, ...] = ()):
     """
     Run the policy ``horizon`` steps with the graph; return the loss and the data.
 
     ``per_env``: ``actor`` holds one copy of the parameters per env (leading axis
     ``num_envs``), so the gradient of the loss holds every env's own gradient.
+    ``shift(env_state, x)`` with ``offsets`` (a pytree, leading axis ``horizon``)
+    moves the state before each step: with zero offsets the rollout is unchanged and
+    the gradient with respect to ``offsets[t]`` is the loss's sensitivity to the
+    state at step t. ``probe``: keys of the env's step info to keep per step in
+    ``data['probe']`` (constants of the backward pass).
     """
     tgt = jax.lax.stop_gradient(st.target_critic)
 
     def value(cobs):
         return networks.critic_value(tgt, st.critic_norm, cobs, cfg.obs_clip)
 
-    def one(env_state, k):
+    def one(env_state, xs):
+        k, x = xs
+        if shift is not None:
+            env_state = shift(env_state, x)
         k_noise, k_env = jax.random.split(k)
         obs = env.observe(env_state)
         cobs = env_mod.critic_observe(env, env_state)
@@ -202,9 +211,12 @@ def _rollout(actor, st: SHACState, key, cfg, add_cfg, env, per_env: bool = False
                 'penetration_sum_mm': out.info['penetration_sum_mm'],
                 'penetration_count': out.info['penetration_count'],
                 'metrics': jax.lax.stop_gradient(out.info.get('metrics', {}))}
+        if probe:
+            data['probe'] = jax.lax.stop_gradient({name: out.info[name] for name in probe})
         return env_state, data
 
-    env_state, data = jax.lax.scan(one, st.env_state, jax.random.split(key, cfg.horizon))
+    env_state, data = jax.lax.scan(one, st.env_state,
+                                   (jax.random.split(key, cfg.horizon), offsets))
     final_values = value(env_mod.critic_observe(env, env_state))
     loss = actor_objective(data['reward'], data['boot'], data['done'], final_values, cfg.gamma)
     return loss, (env_state, data)
