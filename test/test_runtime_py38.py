@@ -1,6 +1,5 @@
 """
-The robot-side runtime (policy_node, state_bridge_node and what they load) runs on the G1's
-computer.
+The robot-side runtime (policy_node, state_bridge_node, what they load) runs on the G1.
 
 That computer has Ubuntu 20.04/22.04, ROS 2 Foxy/Humble and Python 3.8/3.10, and no
 training stack: policy_node, with a policy and its reference clip loaded, and
