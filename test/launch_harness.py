@@ -88,6 +88,22 @@ class Domain:
             out, _ = proc.communicate()
         return out
 
+    def wait_for_nodes(self, names, timeout: float) -> List[str]:
+        """
+        Poll `ros2 node list` until it lists every node in ``names``; those it does not.
+
+        The `ros2` verbs that look a node up (lifecycle, param) ask the `ros2` daemon, which
+        the first of them starts: until its graph has caught up they answer "Node not
+        found", so an operator (and a test) first checks that the nodes are listed.
+        """
+        deadline = time.monotonic() + timeout
+        while True:
+            listed = set(self.ros2('ros2 node list').stdout.split())
+            missing = sorted(set(names) - listed)
+            if not missing or time.monotonic() > deadline:
+                return missing
+            time.sleep(0.5)
+
     def stop_daemon(self) -> None:
         """Stop the `ros2` daemon the CLI starts for this domain (it outlives the test)."""
         self.ros2('ros2 daemon stop', timeout=30.0)

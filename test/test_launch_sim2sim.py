@@ -33,13 +33,34 @@ command thread misses LowStates for longer than stale_timeout of simulated time 
 policy_node rightly drops to damping."""
 
 
-def _sim_config(folder):
-    """config/g1_sim_node.yaml at REAL_TIME_FACTOR."""
-    data = yaml.safe_load((REPO / 'config' / 'g1_sim_node.yaml').read_text())
-    data['g1_sim_node']['ros__parameters']['real_time_factor'] = REAL_TIME_FACTOR
-    path = folder / 'g1_sim_node.yaml'
+TIMEOUT_SCALE = 5.0
+"""policy_node's stale_timeout and policy_timeout x 5 (policy_config:=): under the load of a
+CI machine running the test suite, 20 ms of simulated time without a LowState happens
+even at a quarter of real time, and the e-stop is what this test drives. The rules
+themselves are held by test_executor and test_policy_node_sim_time."""
+
+
+def _config(folder, node, **changes):
+    """config/<node>.yaml with ``changes``, written to ``folder``: its path."""
+    data = yaml.safe_load((REPO / 'config' / f'{node}.yaml').read_text())
+    params = data[node]['ros__parameters']
+    assert set(changes) <= set(params), f'{node}.yaml: no {set(changes) - set(params)}'
+    params.update(changes)
+    path = folder / f'{node}.yaml'
     path.write_text(yaml.safe_dump(data))
     return path
+
+
+def _launch_arguments(folder):
+    """What the test adds to the README's `ros2 launch` line."""
+    policy = yaml.safe_load((REPO / 'config' / 'policy_node.yaml').read_text())
+    policy = policy['policy_node']['ros__parameters']
+    return [*NO_RSP_RVIZ, 'use_sim_time:=true',
+            f'sim_config:={_config(folder, "g1_sim_node", real_time_factor=REAL_TIME_FACTOR)}',
+            'policy_config:=' + str(_config(
+                folder, 'policy_node',
+                stale_timeout=TIMEOUT_SCALE * policy['stale_timeout'],
+                policy_timeout=TIMEOUT_SCALE * policy['policy_timeout']))]
 
 
 def _stand_duration():
@@ -53,6 +74,35 @@ def _sim_seconds(listener):
     from rosgraph_msgs.msg import Clock
     stamp = deserialize_message(listener.latest('clock'), Clock).clock
     return stamp.sec + stamp.nanosec * 1e-9
+
+
+RVIZ_TYPES = {'rviz_default_plugins/RobotModel': 'std_msgs/msg/String',
+              'rviz_default_plugins/TF': 'tf2_msgs/msg/TFMessage',
+              'rviz_default_plugins/MarkerArray': 'visualization_msgs/msg/MarkerArray',
+              'rviz_default_plugins/Wrench': 'geometry_msgs/msg/WrenchStamped',
+              'rviz_default_plugins/Odometry': 'nav_msgs/msg/Odometry'}
+"""The message type each rviz display class of the shipped config subscribes to."""
+RVIZ_WAIT_S = 5.0
+FROM_ROBOT_STATE_PUBLISHER = {'/robot_description'}
+
+
+def rviz_topics():
+    """{topic: message type} of every enabled display in config/bcg_ros.rviz."""
+    cfg = yaml.safe_load((REPO / 'config' / 'bcg_ros.rviz').read_text())
+    topics = {}
+    for d in cfg['Visualization Manager']['Displays']:
+        if not d.get('Enabled', False) or d['Class'] == 'rviz_default_plugins/Grid':
+            continue
+        assert d['Class'] in RVIZ_TYPES, f'bcg_ros.rviz: display {d["Name"]!r} ({d["Class"]})'
+        topic = (d.get('Topic') or d.get('Description Topic') or {'Value': '/tf'})['Value']
+        topics[topic] = RVIZ_TYPES[d['Class']]
+    return topics
+
+
+def _message_class(type_name):
+    import importlib
+    package, kind, name = type_name.split('/')
+    return getattr(importlib.import_module(f'{package}.{kind}'), name)
 
 
 def _topics():
@@ -102,16 +152,19 @@ def sim2sim(tmp_path_factory):
     commands = readme_commands('sim2sim-commands')
     domain = Domain(tmp_path_factory.mktemp('sim2sim'))
     topics = _topics()
-    listener = Listener(domain.id, {k: v for k, v in topics.items() if k != 'mode'})
+    shown = {topic: (_message_class(t), topic, 10, False) for topic, t in rviz_topics().items()
+             if topic not in FROM_ROBOT_STATE_PUBLISHER}
+    listener = Listener(domain.id, {**{k: v for k, v in topics.items() if k != 'mode'},
+                                    **shown})
     modes = Modes(listener)
     t_start = time.monotonic()
-    launch = Launch(domain, commands[0], *NO_RSP_RVIZ, 'use_sim_time:=true',
-                    f'sim_config:={_sim_config(domain.tmp)}')
+    launch = Launch(domain, commands[0], *_launch_arguments(domain.tmp))
     record = {'commands': [], 'modes': modes.seen, 'launch': launch}
     try:
         # Up: the simulator and the bridge publish, policy_node answers lifecycle requests.
         missing = listener.wait(['lowstate', 'clock', 'joint_states'], STARTUP_S) \
-            + listener.wait_for_services(['/policy_node/change_state'], STARTUP_S)
+            + listener.wait_for_services(['/policy_node/change_state'], STARTUP_S) \
+            + domain.wait_for_nodes([f'/{n}' for n in NODES], STARTUP_S)
         assert not missing, f'nothing on {missing} {STARTUP_S} s after `{launch.command}`:\n' \
             + launch.log()[-3000:]
         record['startup_s'] = time.monotonic() - t_start
@@ -122,6 +175,11 @@ def sim2sim(tmp_path_factory):
                 record['flow'] = listener.counts(since=t0)
                 record['flow_s'] = time.monotonic() - t0
                 record['latest'] = {k: listener.latest(k) for k in topics if k != 'mode'}
+                record['rviz'] = {
+                    topic: ([(i.node_name, i.topic_type) for i in
+                             listener.node.get_publishers_info_by_topic(topic)],
+                            listener.wait([topic], RVIZ_WAIT_S, since=t0) == [])
+                    for topic in shown}
             else:
                 out = domain.ros2(command).stdout
             record['commands'].append((command, out, time.monotonic() - t0))
@@ -159,12 +217,14 @@ def test_lifecycle_and_services_from_the_command_line(sim2sim):
             + sim2sim['launch'].log()[-3000:]
     for service in ('stand', 'start', 'stop'):
         out = _output(sim2sim, f'/policy_node/{service} ')
-        assert 'success=True' in out, f'{service}: {out}'
+        assert 'success=True' in out, f'{service}: {out}\n' + sim2sim['launch'].log()[-3000:]
     modes = sim2sim['modes']
+    changes = re.findall(r'\[policy_node\]: (mode .*)', sim2sim['launch'].log())
     assert [m for m in ('passive', 'stand', 'policy', 'damping') if m in modes] \
-        == ['passive', 'stand', 'policy', 'damping'], modes
+        == ['passive', 'stand', 'policy', 'damping'], changes
     assert modes.index('passive') < modes.index('stand') < modes.index('policy') \
-        < modes.index('damping'), modes
+        < modes.index('damping'), changes
+    assert changes[-1].endswith('e-stop (service)'), changes
 
 
 def test_topics_flow_while_the_policy_runs(sim2sim):
@@ -190,6 +250,15 @@ def test_every_node_follows_the_simulators_clock(sim2sim):
                        ('tf', latest['tf'].transforms[0].header.stamp)):
         assert abs(stamp.sec - clock) <= 2, f'{key} stamped {stamp.sec} s, /clock {clock} s'
     assert clock < 10_000
+
+
+def test_every_rviz_display_has_a_publisher_and_messages(sim2sim):
+    types = rviz_topics()
+    assert set(sim2sim['rviz']) == set(types) - FROM_ROBOT_STATE_PUBLISHER
+    for topic, (publishers, arrived) in sim2sim['rviz'].items():
+        assert publishers, f'bcg_ros.rviz shows {topic}, which nothing in sim2sim publishes'
+        assert {t for _, t in publishers} == {types[topic]}, (topic, publishers)
+        assert arrived, f'{topic}: no message within {RVIZ_WAIT_S} s'
 
 
 def test_ctrl_c_ends_the_launch_and_every_node(sim2sim):

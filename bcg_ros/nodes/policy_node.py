@@ -16,7 +16,9 @@ Interfaces (names relative to the node, ``~``):
 - ``~/status`` (diagnostic_msgs/DiagnosticStatus, 10 Hz and on every change):
   message ``"<mode>: <why it entered it>"``, level OK, or WARN in passive with
   a failing rule, or ERROR in damping; values mode, previous, reason, fault,
-  tick_faults, lowstate_age_ms, commands_sent, policy.
+  tick_faults, lowstate_age_ms, commands_sent, policy;
+- ``~/mode_marker`` (visualization_msgs/MarkerArray, with ``~/status``): the mode
+  and its reason as text above the pelvis, for rviz.
 
 The command thread wakes on each LowState and sends at once (so the command
 follows the state by one hop), and falls back to its own 500 Hz clock when
@@ -61,6 +63,7 @@ from rclpy.qos import (DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityP
 from rclpy.signals import SignalHandlerOptions
 from std_msgs.msg import String
 from std_srvs.srv import Trigger
+from visualization_msgs.msg import Marker, MarkerArray
 
 from bcg_ros import executor as ex
 from bcg_ros.nodes import diagnostics, params
@@ -235,6 +238,23 @@ CMD_QOS = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=1,
 LATCHED_QOS = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=1,
                          reliability=ReliabilityPolicy.RELIABLE,
                          durability=DurabilityPolicy.TRANSIENT_LOCAL)
+MODE_COLOURS = {ex.Mode.PASSIVE: (0.7, 0.7, 0.7), ex.Mode.STAND: (0.2, 0.6, 1.0),
+                ex.Mode.POLICY: (0.1, 0.9, 0.1), ex.Mode.DAMPING: (1.0, 0.2, 0.1)}
+
+
+def mode_marker(mode: ex.Mode, reason: str, stamp) -> MarkerArray:
+    """The mode and why, as text 0.6 m above the pelvis (rviz's 'Policy mode' display)."""
+    m = Marker()
+    m.header.stamp = stamp
+    m.header.frame_id = g1.ROOT_BODY
+    m.ns, m.id, m.type, m.action = 'policy_mode', 0, Marker.TEXT_VIEW_FACING, Marker.ADD
+    m.pose.position.z = 0.6
+    m.pose.orientation.w = 1.0
+    m.scale.z = 0.08   # text height [m]
+    m.color.a = 1.0
+    m.color.r, m.color.g, m.color.b = MODE_COLOURS[mode]
+    m.text = f'{mode.value}: {reason}' if reason else mode.value
+    return MarkerArray(markers=[m])
 
 
 class PolicyNode(LifecycleNode):
@@ -338,6 +358,7 @@ class PolicyNode(LifecycleNode):
                     Twist, self.cfg.cmd_vel_topic, self._on_twist, 10))
         self._mode_pub = self.create_publisher(String, '~/mode', LATCHED_QOS)
         self._status_pub = self.create_publisher(DiagnosticStatus, '~/status', 10)
+        self._mode_marker_pub = self.create_publisher(MarkerArray, '~/mode_marker', 10)
         self._diagnostics = diagnostics.Publisher(self)
         self._status_timer = self.create_timer(0.1, self._publish_status)
         self._publish_status()
@@ -592,6 +613,8 @@ class PolicyNode(LifecycleNode):
                                     'g1', values)
         self._status_pub.publish(status)
         self._diagnostics.publish(status)
+        self._mode_marker_pub.publish(mode_marker(st.mode, st.reason,
+                                                  self.get_clock().now().to_msg()))
 
 
 def main(args=None) -> int:
