@@ -110,15 +110,19 @@ class Domain:
 
 
 class Launch:
-    """A `ros2 launch ...` command line running in the background, its output in a file."""
+    """
+    A `ros2 launch ...` or `ros2 run ...` command line in the background, output in a file.
+
+    ``extra`` arguments go at its end (launch arguments, ``-p name:=value``).
+    """
 
     def __init__(self, domain: Domain, command: str, *extra: str):
         argv = shlex.split(command) + list(extra)
-        assert argv[:2] == ['ros2', 'launch'], command
+        assert argv[:2] in (['ros2', 'launch'], ['ros2', 'run']), command
         self.command = ' '.join(argv)
         self.stop_s = None
         """Seconds from Ctrl-C to the launch's end."""
-        self.log_path = domain.tmp / f'launch_{argv[3].split(".")[0]}.log'
+        self.log_path = domain.tmp / f'{argv[1]}_{argv[3].split(".")[0]}.log'
         self._log = open(self.log_path, 'w')
         self.proc = subprocess.Popen([require_ros2(), *argv[1:]], env=domain.env, cwd=REPO,
                                      stdout=self._log, stderr=subprocess.STDOUT, text=True)
