@@ -207,7 +207,10 @@ def main(args=None) -> int:
     executor = SingleThreadedExecutor()
     executor.add_node(node)
     try:
-        executor.spin()
+        # Idle, the node has nothing that wakes the executor's wait, and Python raises
+        # Ctrl-C's KeyboardInterrupt only once the wait returns: wake it twice a second.
+        while True:
+            executor.spin_once(timeout_sec=0.5)
     except (KeyboardInterrupt, ExternalShutdownException):
         pass
     finally:
