@@ -63,8 +63,9 @@ def test_events_are_labelled_where_they_happen():
     p['contact_point'][3, 1, 0, 0] = 0.01            # ... and slides 1 cm in step 3
     p['qpos'][0, 0, 2] = 0.99                        # env 0 at its upper limit at step 0
     d['bundle'][1, 0] = 1.0
-    ev = sens_mod.label_events(d, tau=400.0, dt=0.02, limit_qpos=[2], lower=np.array([-1.0]),
-                               upper=np.array([1.0]), slip=0.1, margin=0.02)
+    ev = sens_mod.label_events(d, tau=400.0, dt=0.02, sphere_foot=[0, 1], limit_qpos=[2],
+                               lower=np.array([-1.0]), upper=np.array([1.0]), slip=0.1,
+                               margin=0.02)
     assert np.argwhere(ev['stiff contact (trigger)']).tolist() == [[1, 0]]
     assert np.argwhere(ev['touch-down']).tolist() == [[2, 1]]
     assert np.argwhere(ev['slip']).tolist() == [[3, 1]]           # 0.5 m/s

@@ -102,32 +102,42 @@ def sensitivity_fn(env, cfg):
 
 
 def label_events(data: Dict[str, np.ndarray], tau: float, dt: float,
-                 limit_qpos: Sequence[int], lower: np.ndarray, upper: np.ndarray,
-                 slip: float = 0.1, margin: float = 0.02) -> Dict[str, np.ndarray]:
+                 sphere_foot: Sequence[int], limit_qpos: Sequence[int], lower: np.ndarray,
+                 upper: np.ndarray, slip: float = 0.1,
+                 margin: float = 0.02) -> Dict[str, np.ndarray]:
     """
     Boolean ``[H, B]`` per event, for what happens in control step t.
 
     ``data``: the rollout's per-step arrays, ``probe`` (sphere normal force, depth
     and contact point after each step, qpos after each step), ``bundle`` and
-    ``done``. A touch-down is a sphere in contact after step t and not after step
-    t - 1; a slip a sphere in contact after both whose contact point moved faster
-    than ``slip`` [m/s] along the ground.
+    ``done``; ``sphere_foot``: the foot of each sphere. A foot is down when one of
+    its spheres penetrates. A touch-down is a foot down after step t and not after
+    step t - 1; a slip a foot down after both whose spheres' mean contact point moved
+    faster than ``slip`` [m/s] along the ground (a foot rolling from heel to toe
+    moves single spheres, not their mean).
     """
     p = data['probe']
     force, depth = np.asarray(p['contact_force']), np.asarray(p['contact_depth'])
     point, qpos = np.asarray(p['contact_point']), np.asarray(p['qpos'])
-    touch = depth > 0
-    before = np.concatenate([touch[:1], touch[:-1]], 0)
-    prev_point = np.concatenate([point[:1], point[:-1]], 0)
-    speed = np.linalg.norm(point[..., :2] - prev_point[..., :2], axis=-1) / dt
-    q = qpos[..., np.asarray(limit_qpos, int)]
+    feet = np.asarray(sphere_foot)
     done = np.asarray(data['done']) > 0
-    # An episode that ended at t - 1 restarted: its spheres' history is not this step's.
-    fresh = np.concatenate([np.zeros_like(done[:1]), done[:-1]], 0)[..., None]
+    # An episode that ended at t - 1 restarted: its feet's history is not this step's.
+    fresh = np.concatenate([np.zeros_like(done[:1]), done[:-1]], 0)
+    touchdown = np.zeros_like(done)
+    slipping = np.zeros_like(done)
+    for f in np.unique(feet):
+        down = (depth[..., feet == f] > 0).any(-1)
+        before = np.concatenate([down[:1], down[:-1]], 0) & ~fresh
+        centre = point[..., feet == f, :2].mean(-2)
+        prev = np.concatenate([centre[:1], centre[:-1]], 0)
+        speed = np.linalg.norm(centre - prev, axis=-1) / dt
+        touchdown |= down & ~before & ~fresh
+        slipping |= down & before & (speed > slip)
+    q = qpos[..., np.asarray(limit_qpos, int)]
     return {
         'stiff contact (trigger)': force.max(-1) > tau,
-        'touch-down': (touch & ~before & ~fresh).any(-1),
-        'slip': (touch & before & ~fresh & (speed > slip)).any(-1),
+        'touch-down': touchdown,
+        'slip': slipping,
         'joint at limit': ((q < lower + margin) | (q > upper - margin)).any(-1),
         'bundle': np.asarray(data['bundle']) > 0,
         'episode end': done,
@@ -225,8 +235,8 @@ def run(args) -> int:
         after = measure(run_h, st, jax.random.fold_in(k_warm, w))[3]
         st = dataclasses.replace(st, env_state=after)
     sens, grads, data, _ = measure(run_h, st, k_grad)
-    events = label_events(data, bcg_cfg.tau, dt, sim.limit_qpos, lower, upper,
-                          args.slip, args.limit_margin)
+    events = label_events(data, bcg_cfg.tau, dt, sim.sphere_foot, sim.limit_qpos, lower,
+                          upper, args.slip, args.limit_margin)
     rows, threshold = tail_table(np.asarray(sens), events)
     flat_s = np.asarray(sens).ravel()
     print(f'\n|dL/ds_t| over {flat_s.size} env-steps: median {np.median(flat_s):.3g}, '

@@ -2,8 +2,8 @@
 Smooth sphere-terrain contact: depth, activation, normal and friction force.
 
 The ground is anything with a height and a normal at a horizontal point
-(:class:`Terrain`); :class:`Plane` is the one there is today, and a heightfield
-or mesh terrain is another class with the same two methods.
+(:class:`Terrain`): :class:`Plane`, or a smooth heightfield
+(:class:`bcg_ros.core.terrain.HeightField`: slopes, steps, rough ground, files).
 
 Normal force of one sphere at penetration depth ``d`` [m] (positive when
 penetrating) and penetration rate ``d_dot`` [m/s]::

@@ -74,6 +74,9 @@ class SimConfig:
     """Differentiate the implicit step's stiffness matrices too (see :func:`substep`)."""
     remat: bool = True
     """Rematerialise each control step in the backward pass (memory O(T), not O(T*substeps))."""
+    terrain: str = 'flat'
+    """The ground: flat, slope:DEG, steps:HEIGHT, rough:AMPLITUDE or a terrain .npz
+    (:func:`bcg_ros.core.terrain.from_spec`)."""
 
     @property
     def dt(self) -> float:
@@ -116,7 +119,7 @@ class Sim:
 
     mjx_model: mjx.Model
     contact: ct.ContactParams
-    terrain: ct.Plane
+    terrain: ct.Terrain
     kp: jax.Array
     kd: jax.Array
     torque_limit: jax.Array
@@ -173,15 +176,18 @@ def build(mj_model: mujoco.MjModel, cfg: SimConfig,
           spheres: Sequence[Tuple[str, Vec3]], sphere_radius: float,
           actuated: Sequence[str], kp: Sequence[float], kd: Sequence[float],
           torque_limit: Sequence[float], key_points: Sequence[Tuple[str, Vec3]] = (),
-          terrain: Optional[ct.Plane] = None) -> Sim:
+          terrain: Optional[ct.Terrain] = None) -> Sim:
     """
     Build a simulator of any MJCF model.
 
     spheres: (body name, centre in body frame) of each contact sphere; the bodies
     they sit on are the "feet" (BCG's Jacobians). actuated: joint names, in
     action order, with their PD gains and torque limits. key_points: (body name,
-    point in body frame) reported per step.
+    point in body frame) reported per step. terrain: the ground (default: the one
+    ``cfg.terrain`` names).
     """
+    from bcg_ros.core import terrain as terrain_mod
+
     _check_dtype(cfg)
     if not spheres:
         raise ValueError('build: spheres is empty; the contact model needs at least one sphere')
@@ -228,7 +234,9 @@ def build(mj_model: mujoco.MjModel, cfg: SimConfig,
     return Sim(
         mjx_model=mjx_model,
         contact=ct.ContactParams.from_config(cfg.contact, dtype),
-        terrain=jax.tree.map(lambda x: x.astype(dtype), terrain or ct.Plane()),
+        terrain=jax.tree.map(lambda x: x.astype(dtype),
+                             terrain if terrain is not None else terrain_mod.from_spec(
+                                 cfg.terrain)),
         kp=arr(kp), kd=arr(kd), torque_limit=arr(torque_limit),
         limit_lower=arr(m.jnt_range[limited, 0]) if limited else arr(np.zeros(0)),
         limit_upper=arr(m.jnt_range[limited, 1]) if limited else arr(np.zeros(0)),

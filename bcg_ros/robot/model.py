@@ -11,6 +11,9 @@ project's MJCF collides only through the eight foot spheres, as training does;
 ``*_collision`` in group 3) against the floor and against each other, which the
 MuJoCo judge uses so that a fallen robot lies on the floor instead of sinking
 through it. A model whose meshes already collide is left as it is.
+
+Given a :class:`Ground` (a heightfield, :func:`bcg_ros.core.terrain.mujoco_hfield`),
+the robot stands on it instead: the model's planes stop colliding and are hidden.
 """
 
 import copy
@@ -27,12 +30,31 @@ DEFAULT_MJCF = pathlib.Path(__file__).resolve().parents[1] / 'models' / 'g1_29do
 
 FLOOR_FRICTION = (1.0, 0.005, 0.0001)
 """Sliding, torsional and rolling friction of an added floor, as the project's floor has."""
+HIDDEN_GROUP = 5
+"""Geom group of a floor a :class:`Ground` replaces (not drawn, not collided, not ray-cast
+by callers that pass a group mask without it)."""
 STAND_CLEARANCE = 0.005
 """Body pairs closer than this [m] in the standing pose never collide with each other."""
 
 
 class ModelError(ValueError):
     """A model file that is missing, unreadable or not a 29-DoF G1."""
+
+
+@dataclass(frozen=True)
+class Ground:
+    """A heightfield for MuJoCo: ``z0 + size[2] * data`` over a grid centred at ``center``."""
+
+    name: str
+    """What it is (a terrain spec), for reports."""
+    data: np.ndarray
+    """[nrow, ncol] heights in [0, 1]; row r at y = cy - ry + 2 ry r / (nrow - 1), columns in x."""
+    center: Tuple[float, float]
+    """x, y of the grid's centre [m]."""
+    size: Tuple[float, float, float, float]
+    """MuJoCo's hfield size: half extents rx, ry [m], elevation range [m], base depth [m]."""
+    z0: float
+    """Height of data 0 [m]."""
 
 
 @dataclass(frozen=True)
@@ -51,6 +73,8 @@ class G1Model:
     foot_bodies: Tuple[int, int]
     added_floor: bool = False
     """The file had no ground plane and the loader added one (geom 'floor' at z = 0)."""
+    ground: str = 'flat'
+    """What the robot stands on: 'flat', or the :class:`Ground`'s name."""
 
     def standing_qpos(self) -> np.ndarray:
         """Return the default pose with the feet on the ground (the 'stand' key if any)."""
@@ -71,14 +95,15 @@ class G1Model:
 
 
 def load(path: Optional[Union[str, pathlib.Path]] = None,
-         whole_body: bool = False) -> G1Model:
+         whole_body: bool = False, ground: Optional[Ground] = None) -> G1Model:
     """
     Compile a G1 MJCF (the project's when ``path`` is None) and index its joints.
 
     A floor is added when the file has no plane. With ``whole_body`` the link
     collision shapes are switched on; body pairs that touch in the standing pose
     (a hip housing inside the pelvis, the waist inside the torso) are excluded
-    from colliding, and MuJoCo already skips parent-child pairs.
+    from colliding, and MuJoCo already skips parent-child pairs. With ``ground``
+    the robot stands on that heightfield instead of the floor.
     """
     path = pathlib.Path(path) if path is not None else DEFAULT_MJCF
     if not path.is_file():
@@ -92,16 +117,34 @@ def load(path: Optional[Union[str, pathlib.Path]] = None,
         spec.worldbody.add_geom(name='floor', type=mujoco.mjtGeom.mjGEOM_PLANE,
                                 size=[0.0, 0.0, 0.05], friction=list(FLOOR_FRICTION),
                                 contype=1, conaffinity=1)
+    if ground is not None:
+        _add_ground(spec, ground)
     switched = [g for g in spec.geoms if g.group == 3 and g.name.endswith('_collision')
                 and g.contype == 0 and g.conaffinity == 0] if whole_body else []
     for g in switched:
         g.contype, g.conaffinity = 1, 1
-    loaded = _index(path, _compile(spec, path), added_floor)
+    name = ground.name if ground is not None else 'flat'
+    loaded = _index(path, _compile(spec, path), added_floor, name)
     if not switched:
         return loaded
     for b1, b2 in _standing_contacts(loaded):
         spec.add_exclude(bodyname1=b1, bodyname2=b2)
-    return _index(path, _compile(spec, path), added_floor)
+    return _index(path, _compile(spec, path), added_floor, name)
+
+
+def _add_ground(spec: mujoco.MjSpec, ground: Ground) -> None:
+    """Put ``ground`` in the world as an hfield geom; planes stop colliding and are hidden."""
+    for g in spec.geoms:
+        if g.type == mujoco.mjtGeom.mjGEOM_PLANE:
+            g.contype, g.conaffinity, g.group = 0, 0, HIDDEN_GROUP
+            g.rgba = [0.0, 0.0, 0.0, 0.0]
+    nrow, ncol = ground.data.shape
+    spec.add_hfield(name='terrain', size=list(ground.size), nrow=nrow, ncol=ncol,
+                    userdata=np.asarray(ground.data, np.float32).ravel().tolist())
+    spec.worldbody.add_geom(name='terrain', type=mujoco.mjtGeom.mjGEOM_HFIELD,
+                            hfieldname='terrain', pos=[*ground.center, ground.z0],
+                            friction=list(FLOOR_FRICTION), contype=1, conaffinity=1,
+                            rgba=[0.55, 0.6, 0.65, 1.0])
 
 
 def _compile(spec: mujoco.MjSpec, path: pathlib.Path) -> mujoco.MjModel:
@@ -128,7 +171,8 @@ def _standing_contacts(g: G1Model) -> List[Tuple[str, str]]:
              mujoco.mj_id2name(m, mujoco.mjtObj.mjOBJ_BODY, b2)) for b1, b2 in sorted(pairs)]
 
 
-def _index(path: pathlib.Path, model: mujoco.MjModel, added_floor: bool) -> G1Model:
+def _index(path: pathlib.Path, model: mujoco.MjModel, added_floor: bool,
+           ground: str = 'flat') -> G1Model:
     """Check that ``model`` is a 29-DoF G1 and map its joints, motor order."""
     qpos_adr, qvel_adr, act_ids = [], [], []
     for name in g1.JOINT_NAMES:
@@ -150,4 +194,4 @@ def _index(path: pathlib.Path, model: mujoco.MjModel, added_floor: bool) -> G1Mo
     if min(feet) < 0:
         raise ModelError(f'{path}: foot bodies {g1.FOOT_BODIES} are missing')
     return G1Model(path, model, np.array(qpos_adr), np.array(qvel_adr), np.array(act_ids),
-                   root, feet, added_floor)
+                   root, feet, added_floor, ground)
