@@ -71,7 +71,8 @@ class HeightField:
 
     @property
     def domain(self) -> Tuple[Tuple[float, float], Tuple[float, float]]:
-        """Where the surface is its spline, (x range, y range) [m]: one cell in from the edges.
+        """
+        Where the surface is its spline, (x range, y range) [m]: one cell in from the edges.
 
         Beyond it the height of the nearest point of the domain continues.
         """
