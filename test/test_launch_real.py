@@ -1,7 +1,7 @@
 """
 real.launch.py for real, against g1_sim_node standing in for the G1 (same topics).
 
-g1_sim_node runs from `ros2 run` at a tenth of real time, publishing /clock; the README's
+g1_sim_node runs from `ros2 run` at a twentieth of real time, publishing /clock; the README's
 `ros2 launch bcg_ros real.launch.py policy:=...` starts policy_node and state_bridge_node
 on that clock (robot_state_publisher off: no PyPI wheel). Two of policy_node's safety
 rules are driven from the `ros2` command line:
@@ -9,10 +9,12 @@ rules are driven from the `ros2` command line:
 - activate is refused while another node publishes /lowcmd (this test's), and accepted
   once it is gone;
 - standing, when the LowState stream stops (g1_sim_node ~/pause_state, as a broken link
-  would), the first damping LowCmd follows the last LowState by the shipped
-  stale_timeout in simulated time (plus a command period and the hops).
+  would), policy_node switches to damping after the shipped stale_timeout of simulated
+  time without LowState (plus at most a command period and the hops), and damping
+  commands go out on /lowcmd.
 """
 
+import re
 import threading
 import time
 
@@ -24,9 +26,10 @@ from launch_harness import Domain, Launch, Listener, NO_RSP_RVIZ, readme_command
 
 pytestmark = [pytest.mark.launch, pytest.mark.ros]
 STARTUP_S = 90.0
-REAL_TIME_FACTOR = 0.1
-"""Slow enough that the shipped 20 ms stale_timeout (200 ms of wall time here) does not
-fire on a loaded machine before the test stops the stream itself."""
+REAL_TIME_FACTOR = 0.05
+"""Slow enough that the shipped 20 ms stale_timeout (400 ms of wall time here) does not
+fire before the test stops the stream itself: at a tenth of real time it did (a 22 ms
+gap) on the 2-core CPU beside two training runs."""
 HOPS_S = 0.05
 """Simulated time allowed past stale_timeout: a command period and the DDS hops."""
 
@@ -37,36 +40,21 @@ def _stale_timeout():
 
 
 class Commands:
-    """LowCmds on /lowcmd with the simulated time of their arrival, LowState ticks."""
+    """Whether each LowCmd on /lowcmd is a damping command, in order of arrival."""
 
     def __init__(self, listener):
-        from rosgraph_msgs.msg import Clock
-        from unitree_hg.msg import LowCmd, LowState
+        from unitree_hg.msg import LowCmd
 
         from bcg_ros.robot import lowlevel
         self.lock = threading.Lock()
-        self.sim_now = None
-        self.states = []   # simulated s of each LowState, from its tick (ms)
-        self.cmds = []     # (simulated s at arrival, damping)
-        tick_at = lowlevel.CDR_HEADER + int(lowlevel.LOWSTATE_CDR['tick'][0])
-
-        def on_state(raw):
-            with self.lock:
-                self.states.append(int.from_bytes(raw[tick_at:tick_at + 4], 'little') * 1e-3)
+        self.damping = []
 
         def on_cmd(raw):
             cmd, _ = lowlevel.read_lowcmd_cdr(raw)
             with self.lock:
-                self.cmds.append((self.sim_now, cmd.is_damping()))
+                self.damping.append(cmd.is_damping())
 
-        def on_clock(msg):
-            with self.lock:
-                self.sim_now = msg.clock.sec + msg.clock.nanosec * 1e-9
-
-        node = listener.node
-        node.create_subscription(LowState, '/lowstate', on_state, 50, raw=True)
-        node.create_subscription(LowCmd, '/lowcmd', on_cmd, 50, raw=True)
-        node.create_subscription(Clock, '/clock', on_clock, 50)
+        listener.node.create_subscription(LowCmd, '/lowcmd', on_cmd, 50, raw=True)
 
 
 @pytest.fixture(scope='module')
@@ -106,17 +94,17 @@ def real(tmp_path_factory):
             'ros2 service call /policy_node/stand std_srvs/srv/Trigger').stdout
         # Passive sends damping; standing up, PD commands towards the default pose.
         with commands.lock:
-            n_stand = len(commands.cmds)
-        time.sleep(3.0)   # 0.3 s of simulated time into standing up
+            n_stand = len(commands.damping)
+        time.sleep(3.0)   # 0.15 s of simulated time into standing up
         with commands.lock:
-            record['standing'] = [d for _, d in commands.cmds[n_stand:]]
-            record['n_pause'] = len(commands.cmds)
+            record['standing'] = commands.damping[n_stand:]
+            record['n_pause'] = len(commands.damping)
         out['pause'] = domain.ros2('ros2 service call /g1_sim_node/pause_state '
                                    'std_srvs/srv/SetBool "{data: true}"').stdout
         deadline = time.monotonic() + 30.0
         while time.monotonic() < deadline:
             with commands.lock:
-                if any(d for _, d in commands.cmds[-5:]):
+                if any(commands.damping[-5:]):
                     break
             time.sleep(0.1)
         time.sleep(1.0)
@@ -147,15 +135,18 @@ def test_damping_follows_the_last_lowstate_by_stale_timeout(real):
         f'not standing when the stream stopped (damping: {standing[-20:]})'
     commands = real['commands']
     with commands.lock:
-        last_state = commands.states[-1]
-        first = next((t for t, damping in commands.cmds[real['n_pause']:] if damping), None)
-    assert first is not None, 'no damping LowCmd after the LowState stream stopped'
-    delay, stale = first - last_state, _stale_timeout()
-    print(f'last LowState -> first damping LowCmd: {delay * 1e3:.0f} ms simulated '
+        damping_after = any(commands.damping[real['n_pause']:])
+    assert damping_after, 'no damping LowCmd on /lowcmd after the LowState stream stopped'
+    # policy_node's own account, on its clock (simulated time): how long the stream had
+    # been silent when it switched. This test's listener cannot time it to the
+    # millisecond: its /clock lags by its own hops on a loaded machine.
+    log = real['launch'].log()
+    match = re.search(r'mode stand -> damping: LowState stale: none for ([0-9.]+) ms', log)
+    assert match, log[-2000:]
+    silent, stale = float(match.group(1)) * 1e-3, _stale_timeout()
+    print(f'damping after {silent * 1e3:.1f} ms of simulated time without LowState '
           f'(stale_timeout {stale * 1e3:.0f} ms)')
-    # Below: this listener's /clock lags policy_node's by its own hops; on the wall clock
-    # the delay would be a tenth of stale_timeout here.
-    assert stale / 2 <= delay <= stale + HOPS_S, real['launch'].log()[-2000:]
+    assert stale <= silent <= stale + HOPS_S, log[-2000:]
 
 
 def test_ctrl_c_ends_the_launch_and_every_node(real):

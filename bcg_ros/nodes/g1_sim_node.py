@@ -37,7 +37,7 @@ import numpy as np
 import rclpy
 from geometry_msgs.msg import WrenchStamped
 from nav_msgs.msg import Odometry
-from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
+from rclpy.executors import SingleThreadedExecutor
 from rclpy.node import Node
 from rclpy.logging import get_logger
 from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy
@@ -47,7 +47,7 @@ from rosgraph_msgs.msg import Clock
 from std_msgs.msg import UInt8MultiArray, UInt32
 from std_srvs.srv import SetBool, Trigger
 
-from bcg_ros.nodes import params
+from bcg_ros.nodes import params, spin
 from bcg_ros.robot import crc, g1, lowlevel, model as model_mod, pd
 
 
@@ -400,6 +400,7 @@ class G1SimNode(Node):
 def main(args=None) -> int:
     """Run g1_sim_node until shut down."""
     rclpy.init(args=args, signal_handler_options=SignalHandlerOptions.NO)
+    stop = spin.stop_on_signals()
     try:
         node = G1SimNode()
     except (params.ParameterError, model_mod.ModelError) as exc:
@@ -409,9 +410,7 @@ def main(args=None) -> int:
     executor = SingleThreadedExecutor()
     executor.add_node(node)
     try:
-        executor.spin()
-    except (KeyboardInterrupt, ExternalShutdownException):
-        pass
+        spin.until(executor, stop)
     finally:
         node.destroy_node()
         if rclpy.ok():

@@ -56,7 +56,7 @@ from diagnostic_msgs.msg import DiagnosticStatus
 from rclpy.callback_groups import ReentrantCallbackGroup
 from rclpy.clock import JumpThreshold
 from rclpy.duration import Duration
-from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
+from rclpy.executors import SingleThreadedExecutor
 from rclpy.impl.implementation_singleton import rclpy_implementation as _rclpy
 from rclpy.lifecycle import LifecycleNode, TransitionCallbackReturn
 from rclpy.qos import (DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy)
@@ -66,7 +66,7 @@ from std_srvs.srv import Trigger
 from visualization_msgs.msg import Marker, MarkerArray
 
 from bcg_ros import executor as ex
-from bcg_ros.nodes import diagnostics, params
+from bcg_ros.nodes import diagnostics, params, spin
 from bcg_ros.robot import g1, lowlevel
 
 
@@ -619,9 +619,10 @@ class PolicyNode(LifecycleNode):
 
 def main(args=None) -> int:
     """Run policy_node until shut down."""
-    # No rclpy signal handler: Ctrl-C raises KeyboardInterrupt while the context
-    # is still valid, so the last damping command can go out.
+    # No rclpy signal handler: after Ctrl-C the context is still valid, so the last
+    # damping command can go out.
     rclpy.init(args=args, signal_handler_options=SignalHandlerOptions.NO)
+    stop = spin.stop_on_signals()
     node = PolicyNode()
     executor = SingleThreadedExecutor()
     executor.add_node(node)
@@ -630,9 +631,7 @@ def main(args=None) -> int:
         if cfg.autostart:
             node.trigger_configure()
             node.trigger_activate()
-        executor.spin()
-    except (KeyboardInterrupt, ExternalShutdownException):
-        pass
+        spin.until(executor, stop)
     except params.ParameterError as exc:
         node.get_logger().error(str(exc))
         return 1

@@ -31,14 +31,15 @@ import numpy as np
 import rclpy
 from geometry_msgs.msg import TransformStamped, WrenchStamped
 from nav_msgs.msg import Odometry
-from rclpy.executors import ExternalShutdownException
+from rclpy.executors import SingleThreadedExecutor
 from rclpy.node import Node
 from rclpy.qos import qos_profile_sensor_data
+from rclpy.signals import SignalHandlerOptions
 from sensor_msgs.msg import Imu, JointState
 from visualization_msgs.msg import Marker, MarkerArray
 
 from bcg_ros import estimator as est
-from bcg_ros.nodes import diagnostics, params
+from bcg_ros.nodes import diagnostics, params, spin
 from bcg_ros.nodes.tf_pub import TfPublisher
 from bcg_ros.robot import g1
 
@@ -332,17 +333,18 @@ class StateBridgeNode(Node):
 
 def main(args=None) -> int:
     """Run state_bridge_node until shutdown."""
-    rclpy.init(args=args)
+    rclpy.init(args=args, signal_handler_options=SignalHandlerOptions.NO)
+    stop = spin.stop_on_signals()
     try:
         node = StateBridgeNode()
     except (params.ParameterError, est.EstimatorConfigError) as exc:
         print(f'state_bridge_node: {exc}')
         rclpy.try_shutdown()
         return 2
+    executor = SingleThreadedExecutor()
+    executor.add_node(node)
     try:
-        rclpy.spin(node)
-    except (KeyboardInterrupt, ExternalShutdownException):
-        pass
+        spin.until(executor, stop)
     finally:
         node.destroy_node()
         rclpy.try_shutdown()

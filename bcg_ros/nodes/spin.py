@@ -1,0 +1,40 @@
+"""
+Spin a node until Ctrl-C or SIGTERM, then let it end cleanly.
+
+Left to themselves, rclpy's signal handlers shut the context down from inside the
+signal, and Python's SIGINT handler raises KeyboardInterrupt wherever the main thread
+is, also inside rclpy's C++ calls, where it surfaces as a RuntimeError ("Unable to
+convert call argument ...") and the node dies with exit code 1 instead of finishing
+(`ros2 launch` then reports "process has died"). Here a signal only sets an event;
+the executor, woken every ``period`` seconds, finishes the callback it is in and
+returns, with the context still valid, so that the node can send its last messages
+(policy_node's damping command) before it is destroyed.
+
+    rclpy.init(args=args, signal_handler_options=SignalHandlerOptions.NO)
+    stop = spin.stop_on_signals()
+    ...
+    spin.until(executor, stop)
+"""
+
+import signal
+import threading
+from typing import Callable, Optional
+
+import rclpy
+from rclpy.executors import Executor
+
+
+def stop_on_signals() -> threading.Event:
+    """Make SIGINT and SIGTERM set the returned event instead of raising or killing."""
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda signum, frame: stop.set())
+    return stop
+
+
+def until(executor: Executor, stop: threading.Event, period: float = 0.1,
+          done: Optional[Callable[[], bool]] = None) -> None:
+    """Spin ``executor`` until ``stop`` is set, the context shuts down, or ``done()``."""
+    while not stop.is_set() and rclpy.ok(context=executor.context) \
+            and not (done is not None and done()):
+        executor.spin_once(timeout_sec=period)
