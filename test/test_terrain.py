@@ -134,3 +134,28 @@ def test_the_simulator_stands_on_a_heightfield():
         finals[name] = (float(final.qpos[1]), float(info.depth[-1, 0]))
     assert finals['raised'][0] - finals['flat'][0] == pytest.approx(0.1, abs=1e-3)
     assert finals['raised'][1] == pytest.approx(finals['flat'][1], abs=2e-4)
+
+
+def test_the_evaluator_judges_on_the_terrain_it_is_given(tmp_path):
+    from bcg_ros import policies
+    from bcg_ros.eval import report
+    from bcg_ros.eval.evaluator import EvalConfig, evaluate, training_terrain
+    from bcg_ros.eval.render import RenderConfig
+    from bcg_ros.eval.synthetic import quiet_rollout
+    from bcg_ros.runtime.policy import load_policy
+
+    name = policies.shipped()[0] if policies.shipped() else pytest.skip('no shipped policy')
+    p = load_policy(policies.path(name))
+    assert training_terrain(p) == 'flat'
+    cfg = EvalConfig(policy=str(policies.path(name)), runs=1, baselines=(),
+                     rollout=quiet_rollout(duration=0.2), render=RenderConfig(filmstrip=False),
+                     terrain='slope:5:-1')
+    ev = evaluate(cfg, policy=p)
+    flat = motion_mod.load_motion(name, g1.CONTROL_DT)
+    h, _ = T.heights_at(T.slope(5.0, -1.0), flat.root_pos[:1, :2])
+    assert h[0] > 0.05
+    assert ev.motion.root_pos[0, 2] == pytest.approx(flat.root_pos[0, 2] + h[0], abs=1e-6)
+    assert ev.runs[0].root_pos[0, 2] > flat.root_pos[0, 2] + h[0] - 0.05  # stood on the slope
+    result = report.write(ev, tmp_path, plots=False)
+    assert result['terrain'] == 'slope:5:-1'
+    assert 'terrain `slope:5:-1`' in report.markdown(result)

@@ -38,6 +38,7 @@ from bcg_ros import motion as motion_mod
 from bcg_ros.core import bcg as bcg_mod
 from bcg_ros.core import contact
 from bcg_ros.core import sim as simulator
+from bcg_ros.core import terrain as terrain_mod
 from bcg_ros.core.env import StepOut
 from bcg_ros.robot import g1
 
@@ -190,12 +191,14 @@ class G1Env:
 
         self.config = config
         self.num_envs = config.num_envs
-        self.motion = motion if motion is not None else motion_mod.load_motion(
-            config.motion, g1.CONTROL_DT)
+        self.sim = simulator.build_g1(config.sim)
+        # On terrain the reference follows the ground under its pelvis.
+        self.motion = terrain_mod.lift_motion(
+            motion if motion is not None else motion_mod.load_motion(
+                config.motion, g1.CONTROL_DT), self.sim.terrain)
         self._contract = ct.imitation_contract(self.motion.name, self.motion.num_frames,
                                                config.action_scale, config.residual)
         self.robot = g1_model.load()
-        self.sim = simulator.build_g1(config.sim)
         self.pelvis = self.robot.root_body
         self.qpos_adr = np.asarray(self.robot.qpos_adr)
         self.qvel_adr = np.asarray(self.robot.qvel_adr)

@@ -70,6 +70,9 @@ def _common(p: argparse.ArgumentParser):
     p.add_argument('--video', action='store_true',
                    help='also a video of each run (MP4 with imageio-ffmpeg, else GIF)')
     p.add_argument('--quiet', action='store_true', help='no progress bar')
+    p.add_argument('--terrain', default='',
+                   help='ground: flat, slope:DEG, steps:HEIGHT, rough:AMPLITUDE or a terrain '
+                        '.npz (default: the one the policy was trained on, else flat)')
 
 
 def _rollout(args) -> RolloutConfig:
@@ -114,7 +117,7 @@ def _one(argv: List[str]) -> int:
                      motion=args.motion, motion_joint_order=args.motion_joint_order or '',
                      command=tuple(args.command), runs=args.runs,
                      rollout=_rollout(args), baselines=tuple(args.baselines),
-                     sims=_sims(args), render=_render(args))
+                     sims=_sims(args), render=_render(args), terrain=args.terrain)
     ev = evaluate(cfg, progress=not args.quiet)
     out = pathlib.Path(args.out or pathlib.Path('eval') / pathlib.Path(args.policy).stem)
     result = report.write(ev, out, plots=not args.no_plots)

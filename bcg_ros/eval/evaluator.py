@@ -55,6 +55,10 @@ class EvalConfig:
     'stand' (the PD holds the default pose), 'replay' (the reference joints fed to the PD)."""
     render: RenderConfig = field(default_factory=RenderConfig)
     """Pictures of the policy's MuJoCo runs: a filmstrip PNG each, a video on request."""
+    terrain: str = ''
+    """Ground to judge on (:func:`bcg_ros.core.terrain.from_spec`: flat, slope:DEG,
+    steps:HEIGHT, rough:AMPLITUDE, a terrain .npz); empty: the one the policy was trained
+    on (its training configuration), else flat. The reference motion follows it."""
 
     def __post_init__(self):
         """Reject what cannot run, naming the field."""
@@ -90,6 +94,8 @@ class Evaluation:
     (per-run metrics) and 'contact_k'."""
     media: Optional[Media] = None
     """Filmstrips and videos of the policy's MuJoCo runs (EvalConfig.render), not yet saved."""
+    terrain: str = 'flat'
+    """The ground the runs stood on (both simulators)."""
 
     def to_dict(self) -> Dict:
         """Return the JSON form: config, provenance, per-run and summary metrics."""
@@ -100,7 +106,8 @@ class Evaluation:
                 'command': list(self.config.command) if self.motion is None else None,
                 'control_dt': self.policy.contract.control_dt,
                 'sim_dt': self.runs[0].sim_dt if self.runs else None,
-                'added_floor': self.added_floor, 'config': cfg, 'summary': self.summary,
+                'added_floor': self.added_floor, 'terrain': self.terrain,
+                'config': cfg, 'summary': self.summary,
                 'baselines': self.baselines, 'jax': self.jax, 'runs': self.per_run,
                 'media': self.media.to_dict() if self.media is not None else None}
 
@@ -115,17 +122,38 @@ def resolve_motion(spec: Union[str, Motion, None], control_dt: float,
     return motion_mod.load_motion(spec, control_dt, joint_order=joint_order or None)
 
 
+def training_terrain(policy: Policy) -> str:
+    """The terrain a policy was trained on (its training configuration); 'flat' if unknown."""
+    import json
+
+    try:
+        cfg = json.loads((policy.metadata or {}).get(ct.TRAIN_CONFIG_KEY, '{}'))
+        return str(cfg.get('g1', {}).get('sim', {}).get('terrain', 'flat') or 'flat')
+    except (ValueError, AttributeError):
+        return 'flat'
+
+
 def evaluate(config: EvalConfig, motion: Union[str, Motion, None] = None,
              policy: Optional[Policy] = None, g: Optional[g1_model.G1Model] = None,
              on_step: Optional[Callable[[StepView], None]] = None,
              progress: bool = False) -> Evaluation:
     """Run ``config`` (a Motion object, a loaded policy or model may be passed in)."""
     policy = policy or load_policy(config.policy, config.deploy_yaml or None, config.threads)
-    g = g or g1_model.load(config.model or None, whole_body=True)
+    terrain = config.terrain or training_terrain(policy)
+    ground = None
+    if terrain != 'flat':
+        from bcg_ros.core import terrain as terrain_mod
+        ground = terrain_mod.from_spec(terrain)
+    if g is None:
+        g = g1_model.load(config.model or None, whole_body=True,
+                          ground=None if ground is None else terrain_mod.mujoco_hfield(
+                              ground, terrain))
     spec = motion if motion is not None else config.motion
     if not spec and motion is None and policy.contract.uses_reference:
         spec = policy.contract.motion_name or None   # what it was trained on
     mot = resolve_motion(spec, policy.contract.control_dt, config.motion_joint_order)
+    if mot is not None and ground is not None:
+        mot = terrain_mod.lift_motion(mot, ground)
     if mot is None and policy.contract.uses_reference:
         raise ct.ContractError(f'{policy.path}: the policy observes a reference motion; '
                                'give one (EvalConfig.motion / --motion)')
@@ -159,7 +187,7 @@ def evaluate(config: EvalConfig, motion: Union[str, Motion, None] = None,
     jax_result = None
     if 'jax' in config.sims and mot is not None:
         from bcg_ros.eval import jax_rollout
-        j_runs = jax_rollout.run_all(policy, mot, 1, config.rollout)
+        j_runs = jax_rollout.run_all(policy, mot, 1, config.rollout, terrain=terrain)
         j_per = score(j_runs)
         j_sum = metrics.summarize(j_per, policy.train_penetration_mm)
         j_sum.pop('delta_d_mm', None)
@@ -171,7 +199,7 @@ def evaluate(config: EvalConfig, motion: Union[str, Motion, None] = None,
             zip(config.command, (policy.command_ranges.get(k, (-np.inf, np.inf))
                                  for k in ('lin_vel_x', 'lin_vel_y', 'ang_vel_z'))))
     return Evaluation(config, policy, str(g.path), mot, runs, per_run, summary, baselines,
-                      g.added_floor, jax_result, media)
+                      g.added_floor, jax_result, media, terrain)
 
 
 def model_label(path: Union[str, pathlib.Path]) -> str:

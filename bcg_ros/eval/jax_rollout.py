@@ -26,8 +26,8 @@ from bcg_ros.runtime.policy import Policy
 
 
 @functools.lru_cache(maxsize=4)
-def _simulator(k: float):
-    """The G1 simulator at contact stiffness ``k`` and its jitted step (built once)."""
+def _simulator(k: float, terrain: str = 'flat'):
+    """The G1 simulator at contact stiffness ``k`` on ``terrain``, its jitted step (built once)."""
     import jax
 
     from bcg_ros import jax_cache
@@ -35,7 +35,7 @@ def _simulator(k: float):
     from bcg_ros.robot import model as g1_model
 
     jax_cache.enable_compilation_cache()
-    cfg = simulator.SimConfig(contact=contact.ContactConfig(k=k))
+    cfg = simulator.SimConfig(contact=contact.ContactConfig(k=k), terrain=terrain)
     sim = simulator.build_g1(cfg)
     robot = g1_model.load()
     track = np.array([robot.model.body(n).id for n in g1.TRACK_BODIES])
@@ -52,14 +52,16 @@ def contact_k(policy: Union[Policy, Baseline], default: float = 300.0) -> float:
 
 
 def run_once(policy: Union[Policy, Baseline], seed: int, motion: Motion,
-             config: RolloutConfig = RolloutConfig(), k: Optional[float] = None) -> Run:
+             config: RolloutConfig = RolloutConfig(), k: Optional[float] = None,
+             terrain: str = 'flat') -> Run:
     """
     One rollout in the training simulator from ``motion``'s first frame.
 
     The PD uses the contract's gains on the joints the policy drives and the
     default gains elsewhere; ``config`` gives the duration and the fall height.
     Initial noise, friction draws and pushes are off: this is the simulator the
-    policy was trained in, without its randomisation.
+    policy was trained in, without its randomisation. ``terrain``: the ground (a
+    :func:`bcg_ros.core.terrain.from_spec` spec); ``motion`` already follows it.
     """
     import dataclasses
 
@@ -68,7 +70,8 @@ def run_once(policy: Union[Policy, Baseline], seed: int, motion: Motion,
     from bcg_ros.core import sim as simulator
 
     c = policy.contract
-    sim, step, robot, track = _simulator(contact_k(policy) if k is None else float(k))
+    sim, step, robot, track = _simulator(contact_k(policy) if k is None else float(k),
+                                         terrain)
     ids = policy.motor_ids
     kp, kd, q_target = motor_gains(policy)
     sim = dataclasses.replace(sim, kp=jnp.asarray(kp, sim.dtype), kd=jnp.asarray(kd, sim.dtype))
@@ -117,8 +120,8 @@ def run_once(policy: Union[Policy, Baseline], seed: int, motion: Motion,
 
 
 def run_all(policy: Union[Policy, Baseline], motion: Motion, runs: int = 1,
-            config: RolloutConfig = RolloutConfig(), seeds: Optional[Sequence[int]] = None
-            ) -> List[Run]:
+            config: RolloutConfig = RolloutConfig(), seeds: Optional[Sequence[int]] = None,
+            terrain: str = 'flat') -> List[Run]:
     """``runs`` rollouts; without randomisation they agree, so one is usually enough."""
     seeds = list(seeds) if seeds is not None else [config.seed + i for i in range(runs)]
-    return [run_once(policy, s, motion, config) for s in seeds]
+    return [run_once(policy, s, motion, config, terrain=terrain) for s in seeds]

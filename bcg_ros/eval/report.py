@@ -57,6 +57,9 @@ def markdown(result: Mapping) -> str:
              f'- model: `{result["model"]}`, physics step {result["sim_dt"]} s, '
              f'policy period {result["control_dt"]} s',
              f'- {what}, {s["runs"]} runs']
+    if result.get('terrain', 'flat') != 'flat':
+        lines.append(f'- terrain `{result["terrain"]}` (a heightfield in both simulators; the '
+                     'reference motion follows the ground under its pelvis)')
     if result.get('added_floor'):
         lines.append('- the model file has no ground plane: the evaluator added one at z = 0')
     lines += ['', '| controller | falls | diverged | penetration [mm] | delta-d [mm] '
