@@ -88,17 +88,18 @@ class Domain:
             out, _ = proc.communicate()
         return out
 
-    def wait_for_nodes(self, names, timeout: float) -> List[str]:
+    def wait_listed(self, command: str, names, timeout: float) -> List[str]:
         """
-        Poll `ros2 node list` until it lists every node in ``names``; those it does not.
+        Run ``command`` (`ros2 node list`, `ros2 lifecycle nodes`) until it lists all ``names``.
 
         The `ros2` verbs that look a node up (lifecycle, param) ask the `ros2` daemon, which
-        the first of them starts: until its graph has caught up they answer "Node not
-        found", so an operator (and a test) first checks that the nodes are listed.
+        the first of them starts, and `ros2 lifecycle set` answers "Node not found" until
+        the daemon's graph holds the node's lifecycle services: so an operator, and a test,
+        first checks that the nodes are listed. Returns the names not listed in time.
         """
         deadline = time.monotonic() + timeout
         while True:
-            listed = set(self.ros2('ros2 node list').stdout.split())
+            listed = set(self.ros2(command).stdout.split())
             missing = sorted(set(names) - listed)
             if not missing or time.monotonic() > deadline:
                 return missing

@@ -79,8 +79,9 @@ def real(tmp_path_factory):
     record = {'launch': launch, 'commands': commands}
     out = {}
     try:
-        missing = domain.wait_for_nodes(['/g1_sim_node', '/policy_node', '/state_bridge_node'],
-                                        STARTUP_S)
+        missing = domain.wait_listed('ros2 node list', ['/g1_sim_node', '/policy_node',
+                                                        '/state_bridge_node'], STARTUP_S) \
+            + domain.wait_listed('ros2 lifecycle nodes', ['/policy_node'], STARTUP_S)
         assert not missing, f'{missing} not up in {STARTUP_S} s:\n{launch.log()[-3000:]}'
         out['configure'] = domain.ros2('ros2 lifecycle set /policy_node configure').stdout
         out['activate_beside'] = domain.ros2('ros2 lifecycle set /policy_node activate').stdout

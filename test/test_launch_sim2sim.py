@@ -193,7 +193,8 @@ def sim2sim(tmp_path_factory):
         # Up: the simulator and the bridge publish, policy_node answers lifecycle requests.
         missing = listener.wait(['lowstate', 'clock', 'joint_states'], STARTUP_S) \
             + listener.wait_for_services(['/policy_node/change_state'], STARTUP_S) \
-            + domain.wait_for_nodes([f'/{n}' for n in NODES], STARTUP_S)
+            + domain.wait_listed('ros2 node list', [f'/{n}' for n in NODES], STARTUP_S) \
+            + domain.wait_listed('ros2 lifecycle nodes', ['/policy_node'], STARTUP_S)
         assert not missing, f'nothing on {missing} {STARTUP_S} s after `{launch.command}`:\n' \
             + launch.log()[-3000:]
         record['startup_s'] = time.monotonic() - t_start
