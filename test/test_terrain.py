@@ -159,3 +159,10 @@ def test_the_evaluator_judges_on_the_terrain_it_is_given(tmp_path):
     result = report.write(ev, tmp_path, plots=False)
     assert result['terrain'] == 'slope:5:-1'
     assert 'terrain `slope:5:-1`' in report.markdown(result)
+
+
+def test_bcg_train_names_a_bad_terrain(tmp_path, capsys):
+    from bcg_ros.train import cli
+    rc = cli.main(['--preset', 'cpu', '--set', 'g1.sim.terrain=bumpy', '--out', str(tmp_path)])
+    assert rc == 2
+    assert "bcg-train: error: terrain 'bumpy'" in capsys.readouterr().err
