@@ -29,6 +29,8 @@ ROS2 = shutil.which('ros2', path=os.pathsep.join([os.path.dirname(sys.executable
 NO_LAUNCH = ('the ROS 2 launch system and command line are not installed (no PyPI wheels): '
              'scripts/install.sh --ros-sources DIR installs them from upstream sources, a '
              'ROS 2 install has them')
+GRACE_S = 5.0
+"""Seconds a stopped command's processes get to end after it did."""
 NO_RSP_RVIZ = ('use_rviz:=false', 'robot_state_publisher:=false')
 """rviz2 and robot_state_publisher are C++ nodes with no PyPI wheel: the launch tests run
 without them (test_launch_monitor checks the launch's message where they are missing)."""
@@ -125,8 +127,18 @@ class Launch:
         """Seconds from Ctrl-C to the launch's end."""
         self.log_path = domain.tmp / f'{argv[1]}_{argv[3].split(".")[0]}.log'
         self._log = open(self.log_path, 'w')
+        # A process group of its own, as a shell gives a command, so that stop() is Ctrl-C.
         self.proc = subprocess.Popen([require_ros2(), *argv[1:]], env=domain.env, cwd=REPO,
-                                     stdout=self._log, stderr=subprocess.STDOUT, text=True)
+                                     stdout=self._log, stderr=subprocess.STDOUT, text=True,
+                                     start_new_session=True)
+        self.left_running = None
+        """After stop(): the processes of its group still running GRACE_S after it ended
+        (then killed): what a Ctrl-C would have left behind."""
+
+    def group(self) -> List[int]:
+        """The processes of its process group that still run (not zombies)."""
+        return [pid for pid, (state, group) in _processes().items()
+                if group == self.proc.pid and state != 'Z']
 
     def log(self) -> str:
         """Everything the launch and its nodes printed so far."""
@@ -149,31 +161,48 @@ class Launch:
         return None
 
     def stop(self, timeout: float = 30.0) -> int:
-        """Ctrl-C the launch as an operator would; its exit code (SIGKILL after ``timeout``)."""
+        """
+        Ctrl-C it as a terminal does (SIGINT to its process group); its exit code.
+
+        SIGKILL to the group after ``timeout``. Whatever of the group still runs GRACE_S
+        after it ended is noted in ``left_running`` and killed.
+        """
         if self.proc.poll() is None:
             t0 = time.monotonic()
-            self.proc.send_signal(signal.SIGINT)
+            os.killpg(self.proc.pid, signal.SIGINT)
             try:
                 self.proc.wait(timeout=timeout)
             except subprocess.TimeoutExpired:
-                self.proc.kill()
+                os.killpg(self.proc.pid, signal.SIGKILL)
                 self.proc.wait()
             self.stop_s = time.monotonic() - t0
-        self._log.close()
+        if self.left_running is None:
+            deadline = time.monotonic() + GRACE_S
+            while self.group() and time.monotonic() < deadline:
+                time.sleep(0.1)
+            self.left_running = self.group()
+            for pid in self.left_running:
+                os.kill(pid, signal.SIGKILL)
+            self._log.close()
         return self.proc.returncode
+
+
+def _processes() -> Dict[int, tuple]:
+    """{pid: (state, process group)} of every process, from /proc."""
+    out = {}
+    for stat in pathlib.Path('/proc').glob('[0-9]*/stat'):
+        try:
+            fields = stat.read_text().rsplit(')', 1)[1].split()
+        except OSError:
+            continue
+        out[int(stat.parent.name)] = (fields[0], int(fields[2]))
+    return out
 
 
 def running(pids: Dict[str, int]) -> List[str]:
     """The names of ``pids`` whose process still runs (not a zombie)."""
-    alive = []
-    for name, pid in pids.items():
-        try:
-            state = pathlib.Path(f'/proc/{pid}/stat').read_text().rsplit(')', 1)[1].split()[0]
-        except OSError:
-            continue
-        if state != 'Z':
-            alive.append(name)
-    return alive
+    processes = _processes()
+    return [name for name, pid in pids.items() if processes.get(pid, ('Z',))[0] != 'Z']
 
 
 class Listener:

@@ -76,7 +76,7 @@ def real(tmp_path_factory):
     (command,) = readme_commands('real-command')
     command = command.replace('/path/to/policy.onnx', str(policies.path()))
     launch = Launch(domain, command, *NO_RSP_RVIZ, 'use_sim_time:=true')
-    record = {'launch': launch, 'commands': commands}
+    record = {'launch': launch, 'sim': sim, 'commands': commands}
     out = {}
     try:
         missing = domain.wait_listed('ros2 node list', ['/g1_sim_node', '/policy_node',
@@ -150,8 +150,12 @@ def test_damping_follows_the_last_lowstate_by_stale_timeout(real):
     assert stale <= silent <= stale + HOPS_S, log[-2000:]
 
 
-def test_ctrl_c_ends_the_launch_and_every_node(real):
-    launch = real['launch']
+def test_ctrl_c_ends_the_launch_the_simulator_and_every_node(real):
+    launch, sim = real['launch'], real['sim']
     launch.stop()
+    sim.stop()
     assert launch.proc.returncode == 0, launch.log()[-3000:]
+    assert sim.proc.returncode == 0, sim.log()[-3000:]
     assert not running(real['pids']), running(real['pids'])
+    assert not launch.left_running and not sim.left_running, \
+        (launch.left_running, sim.left_running)

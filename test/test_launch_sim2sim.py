@@ -310,7 +310,8 @@ def test_ctrl_c_ends_the_launch_and_every_node(sim2sim):
     launch = sim2sim['launch']
     launch.stop()
     assert sorted(name.rsplit('-', 1)[0] for name in pids) == sorted(NODES), pids
-    assert not running(pids), f'left running after Ctrl-C: {running(pids)}'
+    assert not running(pids) and not launch.left_running, \
+        f'left running after Ctrl-C: {running(pids)} {launch.left_running}'
     log = launch.log()
     assert launch.proc.returncode == 0, f'exit {launch.proc.returncode}:\n{log[-3000:]}'
     unclean = re.findall(r'\[ERROR\] \[(\S+)\]: process has died', log)

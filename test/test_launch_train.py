@@ -96,6 +96,8 @@ def test_stop_ends_training_and_the_launch(train):
     log = launch.log()
     assert launch.proc.returncode == 0, log[-3000:]
     print(f'train launch ended {train["end_s"]:.1f} s after ~/stop')
-    assert not running(train['pids']), running(train['pids'])
+    launch.stop()
+    assert not running(train['pids']) and not launch.left_running, \
+        (running(train['pids']), launch.left_running)
     assert re.search(r'\[trainer_node-\d+\]: process has finished cleanly', log), log[-3000:]
     assert re.search(r'\[evaluator_node-\d+\]: process has finished cleanly', log), log[-3000:]

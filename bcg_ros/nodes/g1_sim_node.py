@@ -413,8 +413,7 @@ def main(args=None) -> int:
         spin.until(executor, stop)
     finally:
         node.destroy_node()
-        if rclpy.ok():
-            rclpy.shutdown()
+        spin.shutdown()
     return 0
 
 

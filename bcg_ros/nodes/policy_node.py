@@ -638,8 +638,7 @@ def main(args=None) -> int:
     finally:
         node._halt()
         node.destroy_node()
-        if rclpy.ok():
-            rclpy.shutdown()
+        spin.shutdown()
     return 0
 
 

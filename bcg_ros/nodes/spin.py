@@ -13,7 +13,11 @@ returns, with the context still valid, so that the node can send its last messag
     rclpy.init(args=args, signal_handler_options=SignalHandlerOptions.NO)
     stop = spin.stop_on_signals()
     ...
-    spin.until(executor, stop)
+    try:
+        spin.until(executor, stop)
+    finally:
+        node.destroy_node()
+        spin.shutdown()
 """
 
 import signal
@@ -25,10 +29,22 @@ from rclpy.executors import Executor
 
 
 def stop_on_signals() -> threading.Event:
-    """Make SIGINT and SIGTERM set the returned event instead of raising or killing."""
+    """
+    Make SIGINT and SIGTERM set the returned event instead of raising or killing.
+
+    After the first, further SIGINTs are ignored: a terminal's Ctrl-C reaches every
+    process of its group and `ros2 launch` then sends its own, and Python, as it exits,
+    puts the default (killing) action back for a handled signal, though not for an
+    ignored one. SIGTERM, launch's next step for a node that does not end, still kills.
+    """
     stop = threading.Event()
+
+    def handle(signum, frame):
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        stop.set()
+
     for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, lambda signum, frame: stop.set())
+        signal.signal(sig, handle)
     return stop
 
 
@@ -38,3 +54,8 @@ def until(executor: Executor, stop: threading.Event, period: float = 0.1,
     while not stop.is_set() and rclpy.ok(context=executor.context) \
             and not (done is not None and done()):
         executor.spin_once(timeout_sec=period)
+
+
+def shutdown() -> None:
+    """Shut rclpy down, leaving stop_on_signals' handlers in place (not rclpy's defaults)."""
+    rclpy.try_shutdown(uninstall_handlers=False)

@@ -347,5 +347,5 @@ def main(args=None) -> int:
         spin.until(executor, stop)
     finally:
         node.destroy_node()
-        rclpy.try_shutdown()
+        spin.shutdown()
     return 0
