@@ -138,3 +138,37 @@ def test_checkpoints_kept_along_the_run(tmp_path):
     assert checkpoint.read_meta(out / 'checkpoint_2.npz')['iteration'] == 2
     bad = _train(tmp_path / 'bad', ['--set', 'run.keep_checkpoints=[1.5]'])
     assert bad.returncode == 2 and 'run.keep_checkpoints' in bad.stderr
+
+
+def test_a_background_run_stopped_by_sigterm_writes_its_checkpoint(tmp_path):
+    """``bcg-train ... &`` has SIGINT ignored; ``kill`` (SIGTERM) still saves the run."""
+    import signal
+
+    out = tmp_path / 'bg'
+    args = [a if a != 'run.iterations=30' else 'run.iterations=100000' for a in TOY]
+    args = [a if a != 'run.checkpoint_every=5' else 'run.checkpoint_every=100000' for a in args]
+    # As a shell starts a background job: SIGINT ignored.
+    proc = subprocess.Popen(['bash', '-c', 'trap "" INT; exec "$@"', 'bash', sys.executable,
+                             '-m', 'bcg_ros.train', '--out', str(out), *args],
+                            env=_env(), cwd=REPO, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+    hist = out / 'history.jsonl'
+    deadline = time.time() + 400
+    try:
+        while time.time() < deadline:
+            if hist.is_file() and len(hist.read_text().splitlines()) >= 3:
+                break
+            assert proc.poll() is None, 'bcg-train ended before it was stopped'
+            time.sleep(0.2)
+        else:
+            pytest.fail('no third iteration within 400 s')
+        proc.send_signal(signal.SIGTERM)
+        stdout, _ = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 130, stdout
+    done = len(hist.read_text().splitlines())
+    assert checkpoint.read_meta(out / 'checkpoint.npz')['iteration'] == done >= 3
+    assert f'interrupted: checkpoint at iteration {done}' in stdout

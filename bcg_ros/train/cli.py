@@ -27,7 +27,9 @@ persistent cache (:mod:`bcg_ros.jax_cache`) makes later runs start in seconds.
 import argparse
 import json
 import pathlib
+import signal
 import sys
+import threading
 from typing import Optional, Sequence
 
 from bcg_ros.train import report
@@ -67,6 +69,23 @@ def _error(exc) -> int:
     return 2
 
 
+def _stop_like_ctrl_c() -> dict:
+    """
+    Make SIGTERM, and SIGINT where it is ignored, stop training as Ctrl-C does.
+
+    A shell starts background jobs (``bcg-train ... &``) with SIGINT ignored, and
+    ``kill`` sends SIGTERM: either way the run writes its checkpoint before it ends.
+    Returns the handlers it replaced.
+    """
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt(signal.Signals(signum).name)
+
+    old = {signal.SIGTERM: signal.signal(signal.SIGTERM, interrupt)}
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        old[signal.SIGINT] = signal.signal(signal.SIGINT, signal.default_int_handler)
+    return old
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """Train, then export and evaluate, as the command line asks."""
     args = build_parser().parse_args(argv)
@@ -96,10 +115,15 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     except ValueError as exc:   # ConfigError, or a motion file that does not load
         return _error(exc)
     if not args.export_only:
+        main_thread = threading.current_thread() is threading.main_thread()
+        replaced = _stop_like_ctrl_c() if main_thread else {}
         try:
             trainer.run()
         except KeyboardInterrupt:
             return 130
+        finally:
+            for signum, handler in replaced.items():
+                signal.signal(signum, handler)
     summary = trainer.finish()
     last = summary['last_10_iterations']
     print(f'iterations {summary["iterations"]}, samples {summary["samples"]}, '
