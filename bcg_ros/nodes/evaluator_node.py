@@ -21,13 +21,14 @@ latched) and to ``out_dir/<policy name>/`` (result.json, report.md, plots).
 import json
 import pathlib
 import sys
+import threading
 import time
 from dataclasses import dataclass
-from typing import Tuple
+from typing import Optional, Tuple
 
 from geometry_msgs.msg import TransformStamped
 import rclpy
-from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
+from rclpy.executors import SingleThreadedExecutor
 from rclpy.logging import get_logger
 from rclpy.node import Node
 from rclpy.parameter import Parameter
@@ -41,7 +42,7 @@ from visualization_msgs.msg import Marker, MarkerArray
 from bcg_ros.eval import report
 from bcg_ros.eval.evaluator import EvalConfig, evaluate
 from bcg_ros.eval.rollout import RolloutConfig, StepView
-from bcg_ros.nodes import params
+from bcg_ros.nodes import params, spin
 from bcg_ros.nodes.tf_pub import TfPublisher
 from bcg_ros.robot import g1
 
@@ -123,12 +124,21 @@ def contact_markers(view: StepView, stamp) -> MarkerArray:
     return out
 
 
+class Interrupted(Exception):
+    """Ctrl-C (or SIGTERM) during an evaluation: it stops at the next simulation step."""
+
+
 class EvaluatorNode(Node):
     """Serve sim2sim evaluations and show them while they run."""
 
-    def __init__(self):
-        """Read parameters into configs, create publishers and the service."""
+    def __init__(self, stop: Optional[threading.Event] = None):
+        """
+        Read parameters into configs, create publishers and the service.
+
+        ``stop``, once set, ends an evaluation in progress at its next simulation step.
+        """
         super().__init__('evaluator_node')
+        self._stop = stop
         params.declare(self, EvaluatorNodeConfig)
         params.declare(self, RolloutConfig)
         self.cfg = params.read(self, EvaluatorNodeConfig)
@@ -147,6 +157,8 @@ class EvaluatorNode(Node):
         self._wall0 = None
 
     def _show(self, view: StepView):
+        if self._stop is not None and self._stop.is_set():
+            raise Interrupted('interrupted')
         if not self.cfg.viz_every or view.step % self.cfg.viz_every:
             return
         if self.cfg.viz_real_time:
@@ -184,7 +196,7 @@ class EvaluatorNode(Node):
                                      rollout=rollout), on_step=self._show)
             out = pathlib.Path(self.cfg.out_dir) / pathlib.Path(self.cfg.policy).stem
             result = report.write(ev, out, plots=self.cfg.plots)
-        except (ValueError, OSError) as exc:
+        except (ValueError, OSError, Interrupted) as exc:
             self.get_logger().error(f'evaluation failed: {exc}')
             return False, str(exc)
         result['report_dir'] = str(out)
@@ -198,8 +210,9 @@ class EvaluatorNode(Node):
 def main(args=None) -> int:
     """Run evaluator_node until shut down."""
     rclpy.init(args=args, signal_handler_options=SignalHandlerOptions.NO)
+    stop = spin.stop_on_signals()
     try:
-        node = EvaluatorNode()
+        node = EvaluatorNode(stop)
     except params.ParameterError as exc:
         get_logger('evaluator_node').error(str(exc))
         rclpy.shutdown()
@@ -207,16 +220,10 @@ def main(args=None) -> int:
     executor = SingleThreadedExecutor()
     executor.add_node(node)
     try:
-        # Idle, the node has nothing that wakes the executor's wait, and Python raises
-        # Ctrl-C's KeyboardInterrupt only once the wait returns: wake it twice a second.
-        while True:
-            executor.spin_once(timeout_sec=0.5)
-    except (KeyboardInterrupt, ExternalShutdownException):
-        pass
+        spin.until(executor, stop)
     finally:
         node.destroy_node()
-        if rclpy.ok():
-            rclpy.shutdown()
+        spin.shutdown()
     return 0
 
 
