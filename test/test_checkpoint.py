@@ -147,11 +147,14 @@ def test_a_background_run_stopped_by_sigterm_writes_its_checkpoint(tmp_path):
     out = tmp_path / 'bg'
     args = [a if a != 'run.iterations=30' else 'run.iterations=100000' for a in TOY]
     args = [a if a != 'run.checkpoint_every=5' else 'run.checkpoint_every=100000' for a in args]
-    # As a shell starts a background job: SIGINT ignored.
-    proc = subprocess.Popen(['bash', '-c', 'trap "" INT; exec "$@"', 'bash', sys.executable,
-                             '-m', 'bcg_ros.train', '--out', str(out), *args],
-                            env=_env(), cwd=REPO, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True)
+    # As a shell starts a background job: SIGINT ignored. The log goes to a file, as
+    # nohup's does: a pipe nobody reads would fill and stall the run.
+    log = tmp_path / 'bg.log'
+    with open(log, 'w') as f:
+        proc = subprocess.Popen(['bash', '-c', 'trap "" INT; exec "$@"', 'bash',
+                                 sys.executable, '-m', 'bcg_ros.train', '--out', str(out),
+                                 *args], env=_env(), cwd=REPO, stdout=f,
+                                stderr=subprocess.STDOUT)
     hist = out / 'history.jsonl'
     deadline = time.time() + 400
     try:
@@ -163,11 +166,12 @@ def test_a_background_run_stopped_by_sigterm_writes_its_checkpoint(tmp_path):
         else:
             pytest.fail('no third iteration within 400 s')
         proc.send_signal(signal.SIGTERM)
-        stdout, _ = proc.communicate(timeout=120)
+        proc.wait(timeout=120)
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+    stdout = log.read_text()
     assert proc.returncode == 130, stdout
     done = len(hist.read_text().splitlines())
     assert checkpoint.read_meta(out / 'checkpoint.npz')['iteration'] == done >= 3

@@ -28,9 +28,14 @@ def _start(tmp_path, out):
         "    overrides: ['run.iterations=100000', 'run.tensorboard=false',"
         " 'run.checkpoint_every=100000', 'run.curves_every=100000']\n")
     env = dict(os.environ, PYTHONPATH=str(REPO), JAX_PLATFORMS='cpu')
-    return subprocess.Popen([sys.executable, '-m', 'bcg_ros.nodes.trainer_node', '--ros-args',
-                             '--params-file', str(params)], env=env, cwd=REPO,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    # The log goes to a file: a pipe read only at the end could fill and stall the node.
+    log = tmp_path / f'{out.name}-{len(list(tmp_path.glob("*.log")))}.log'
+    with open(log, 'w') as f:
+        proc = subprocess.Popen([sys.executable, '-m', 'bcg_ros.nodes.trainer_node',
+                                 '--ros-args', '--params-file', str(params)], env=env,
+                                cwd=REPO, stdout=f, stderr=subprocess.STDOUT)
+    proc.log = log
+    return proc
 
 
 @pytest.fixture
@@ -42,7 +47,7 @@ def client():
     rclpy.shutdown()
 
 
-def _progress(node, timeout=300.0):
+def _progress(node, timeout=600.0):
     """The first status of a training iteration (phase 'training', not 'compiling')."""
     got = []
 
@@ -109,7 +114,7 @@ def test_services_and_ctrl_c(tmp_path, client):
         res = _call(client, 'stop')
         assert res.success
         proc.wait(timeout=120)
-        assert proc.returncode == 0, proc.stdout.read()
+        assert proc.returncode == 0, proc.log.read_text()
         stopped_at = checkpoint.read_meta(out / 'checkpoint.npz')['iteration']
         assert stopped_at >= int(values['iteration'])
     finally:
@@ -124,7 +129,7 @@ def test_services_and_ctrl_c(tmp_path, client):
         assert int(values['iteration']) > stopped_at
         proc.send_signal(signal.SIGINT)
         proc.wait(timeout=120)
-        log = proc.stdout.read()
+        log = proc.log.read_text()
         assert 'saving a checkpoint' in log, log
         assert checkpoint.read_meta(out / 'checkpoint.npz')['iteration'] >= int(
             values['iteration'])
