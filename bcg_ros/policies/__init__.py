@@ -11,8 +11,8 @@ from typing import Tuple
 DIR = pathlib.Path(__file__).resolve().parent
 """Folder of the shipped policies."""
 DEFAULT_MOTION = 'dance'
-"""The motion whose policy the tools and launch files run when given none: the shipped
-policy that stays up best on Unitree's official model (see each ``<motion>.md``)."""
+"""The motion whose policy the tools and launch files run when given none: one that stays
+up on Unitree's official model with its feet near the ground (see each ``<motion>.md``)."""
 
 
 class PolicyNotShipped(FileNotFoundError):
