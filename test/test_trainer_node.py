@@ -64,6 +64,10 @@ def _progress(node, timeout=600.0):
     deadline = time.time() + timeout
     while not got and time.time() < deadline:
         rclpy.spin_once(node, timeout_sec=0.2)
+    # /diagnostics carries the same status from its own publisher: it may land a little later.
+    deadline = time.time() + 30.0
+    while got and not health and time.time() < deadline:
+        rclpy.spin_once(node, timeout_sec=0.2)
     node.destroy_subscription(sub)
     node.destroy_subscription(sub_d)
     assert got, 'no progress message'
