@@ -62,7 +62,7 @@ def _ray_heights(g: model.G1Model, xy):
 @pytest.mark.parametrize('spec', ['rough:0.05:0.5:3', 'steps:0.08', 'slope:8'])
 def test_mujoco_stands_on_the_same_surface(spec):
     t = T.from_spec(spec)
-    g = model.load(ground=T.mujoco_ground(spec))
+    g = model.load(ground=T.mujoco_hfield(t, spec))
     assert g.ground == spec and not g.added_floor
     rng = np.random.default_rng(0)
     xy = np.stack([rng.uniform(0.8, 6.0, 40), rng.uniform(-1.0, 1.0, 40)], -1)   # off the robot

@@ -119,10 +119,6 @@ class HeightField:
         return n / jnp.linalg.norm(n, axis=-1, keepdims=True)
 
 
-Terrain = Union[contact.Plane, HeightField]
-"""What the simulator stands on."""
-
-
 def _grid(spacing: float, extent=EXTENT):
     """Control-point coordinates xs [nx], ys [ny] covering ``extent`` with one spare cell."""
     (x0, x1), (y0, y1) = extent
@@ -198,7 +194,7 @@ def save(terrain: HeightField, path: Union[str, pathlib.Path]) -> pathlib.Path:
     return path
 
 
-def from_spec(spec: str) -> Terrain:
+def from_spec(spec: str) -> contact.Terrain:
     """The terrain a name or file gives (module docstring); TerrainError naming the spec."""
     spec = str(spec).strip()
     if spec in ('', 'flat'):
@@ -224,7 +220,7 @@ def from_spec(spec: str) -> Terrain:
                        'rough:AMPLITUDE or an .npz file')
 
 
-def heights_at(terrain: Terrain, xy: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
+def heights_at(terrain: contact.Terrain, xy: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
     """Height [...] and gradient [..., 2] at points ``xy`` [..., 2], as NumPy arrays."""
     xy = jnp.asarray(xy, jnp.float32)
     if isinstance(terrain, HeightField):
@@ -256,13 +252,7 @@ def mujoco_hfield(terrain: HeightField, name: str = 'terrain', resolution: float
                             (0.5 * (x1 - x0), 0.5 * (y1 - y0), elevation, 0.5), lo)
 
 
-def mujoco_ground(spec: str):
-    """The MuJoCo ground of a terrain spec: None for flat (the model's own floor)."""
-    t = from_spec(spec)
-    return None if isinstance(t, contact.Plane) else mujoco_hfield(t, spec)
-
-
-def lift_motion(motion, terrain: Terrain):
+def lift_motion(motion, terrain: contact.Terrain):
     """``motion`` raised frame by frame by the ground height under its pelvis (flat: itself)."""
     if isinstance(terrain, contact.Plane):
         return motion
