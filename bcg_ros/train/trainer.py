@@ -9,10 +9,12 @@ the end policy.onnx, summary.json and the MuJoCo evaluation. Shared by
 ``bcg-train`` (:mod:`bcg_ros.train.cli`) and the trainer node.
 """
 
+import contextlib
 import dataclasses
 import json
 import math
 import pathlib
+import signal
 import threading
 import time
 from typing import Any, Callable, Dict, List, Optional, Tuple, Union
@@ -57,6 +59,20 @@ def make_env(cfg: TrainConfig):
 def learner(cfg: TrainConfig):
     """Return ``(module, its config)`` of the configured learner."""
     return (shac_mod, cfg.shac) if cfg.run.algo == 'shac' else (ppo_mod, cfg.ppo)
+
+
+@contextlib.contextmanager
+def _signals_held():
+    """Hold SIGINT and SIGTERM in the main thread until the block ends (a no-op elsewhere)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    held = {signal.SIGINT, signal.SIGTERM}
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, held)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
 
 class Trainer:
@@ -196,13 +212,16 @@ class Trainer:
         key, k = jax.random.split(self.key)
         state, metrics = self._iterate(self.state, k)
         metrics = {name: float(v) for name, v in jax.device_get(metrics).items()}
-        with self.lock:
+        # The state and its history line move together: a Ctrl-C or SIGTERM arriving in
+        # between is held until both are written, so a checkpoint never has one without
+        # the other.
+        with _signals_held(), self.lock:
             self.state, self.key = state, key
-        it = self.iteration
-        metrics.update(iteration=it, samples=it * self.samples_per_iteration,
-                       wall_s=self.wall_s)
-        self.history.append(metrics)
-        report.append_history(self.out / report.HISTORY, metrics)
+            it = self.iteration
+            metrics.update(iteration=it, samples=it * self.samples_per_iteration,
+                           wall_s=self.wall_s)
+            self.history.append(metrics)
+            report.append_history(self.out / report.HISTORY, metrics)
         if self.writer is not None:
             for name, v in metrics.items():
                 if name != 'iteration' and math.isfinite(v):
