@@ -17,6 +17,7 @@ CONSOLE_SCRIPTS = [
     'state_bridge_node = bcg_ros.nodes.state_bridge_node:main',
     'bcg-train = bcg_ros.train:main',
     'trainer_node = bcg_ros.nodes.trainer_node:main',
+    'bag_recorder_node = bcg_ros.nodes.bag_recorder_node:main',
 ]
 
 setup(

@@ -22,10 +22,13 @@ returns, with the context still valid, so that the node can send its last messag
 
 import signal
 import threading
-from typing import Callable, Optional
+from typing import Callable, List, Optional, Tuple, Type
 
 import rclpy
-from rclpy.executors import Executor
+from rclpy.executors import Executor, SingleThreadedExecutor
+from rclpy.logging import get_logger
+from rclpy.node import Node
+from rclpy.signals import SignalHandlerOptions
 
 
 def stop_on_signals() -> threading.Event:
@@ -59,3 +62,31 @@ def until(executor: Executor, stop: threading.Event, period: float = 0.1,
 def shutdown() -> None:
     """Shut rclpy down, leaving stop_on_signals' handlers in place (not rclpy's defaults)."""
     rclpy.try_shutdown(uninstall_handlers=False)
+
+
+def run(name: str, make_node: Callable[[], Node], errors: Tuple[Type[Exception], ...] = (),
+        args: Optional[List[str]] = None) -> int:
+    """
+    A whole node ``main()``: the pattern above, for a node that needs nothing else.
+
+    ``make_node`` builds the node after rclpy starts; one of ``errors`` raised there
+    (a bad parameter) is logged under ``name`` and returns exit code 2. Otherwise
+    the node spins until Ctrl-C or SIGTERM, is destroyed (its ``destroy_node``
+    finishing its work) and the exit code is 0.
+    """
+    rclpy.init(args=args, signal_handler_options=SignalHandlerOptions.NO)
+    stop = stop_on_signals()
+    try:
+        node = make_node()
+    except errors as exc:
+        get_logger(name).error(str(exc))
+        rclpy.try_shutdown()
+        return 2
+    executor = SingleThreadedExecutor()
+    executor.add_node(node)
+    try:
+        until(executor, stop)
+    finally:
+        node.destroy_node()
+        shutdown()
+    return 0

@@ -1,0 +1,6 @@
+"""
+Real-to-sim: what the G1 recorded, brought into the project's simulators.
+
+:mod:`bcg_ros.real2sim.logs` reads and writes the robot's logs (rosbag2 files of
+LowState, LowCmd and odometry) as numpy arrays.
+"""
