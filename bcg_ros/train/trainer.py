@@ -31,8 +31,10 @@ from bcg_ros.train.config import (ConfigError, TrainConfig, config_diff, config_
 CHECKPOINT = 'checkpoint.npz'
 RESUMABLE_CHANGES = ('run.iterations', 'run.progress_bar', 'run.evaluate', 'run.export',
                      'run.tensorboard', 'run.eval_runs', 'run.checkpoint_every',
-                     'run.curves_every', 'run.keep_checkpoints')
-"""Fields a resumed run may change: how long and how it reports, not what it learns."""
+                     'run.curves_every', 'run.keep_checkpoints', 'g1.bcg.max_bundled')
+"""Fields a resumed run may change: how long it runs, how it reports, and where BCG's
+branch work runs (``g1.bcg.max_bundled`` changes the gradient only for a bundle dropped for
+want of a slot, which the history counts), not what it learns."""
 
 
 def compiling_message() -> str:
