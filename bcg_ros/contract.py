@@ -71,6 +71,8 @@ class RefObs:
     """[REF_FUTURE, 4] reference root orientation (w, x, y, z), world frame."""
     root_height: np.ndarray
     """[REF_FUTURE] reference root height [m]."""
+    root_lin_vel: np.ndarray
+    """[REF_FUTURE, 3] reference root linear velocity, world frame [m/s]."""
 
 
 def quat_rotate_inverse(q, v, xp=np):
@@ -158,6 +160,16 @@ def _ref_root_height(robot, ref, c, xp):
     return ref.root_height
 
 
+def _ref_root_lin_vel(robot, ref, c, xp):
+    """Return the reference root velocity at t+1..t+3 in the robot's base frame.
+
+    The speed the clip asks for, where the robot can act on it: without it a policy sees
+    the clip's joint angles and heading but not how fast the clip travels.
+    """
+    q = xp.broadcast_to(robot.quat, ref.root_lin_vel.shape[:-1] + (4,))
+    return xp.reshape(quat_rotate_inverse(q, ref.root_lin_vel, xp), (-1,))
+
+
 _NJ = g1.NUM_JOINTS
 TERMS: Dict[str, Tuple[Callable, Callable[[int], int]]] = {
     'base_ang_vel': (_base_ang_vel, lambda nj: 3),
@@ -169,9 +181,10 @@ TERMS: Dict[str, Tuple[Callable, Callable[[int], int]]] = {
     'ref_joint_pos': (_ref_joint_pos, lambda nj: REF_FUTURE * nj),
     'ref_root_rot': (_ref_root_rot, lambda nj: REF_FUTURE * 6),
     'ref_root_height': (_ref_root_height, lambda nj: REF_FUTURE),
+    'ref_root_lin_vel': (_ref_root_lin_vel, lambda nj: REF_FUTURE * 3),
 }
 """Known observation terms: name -> (function, frame size given the joint count)."""
-REFERENCE_TERMS = ('ref_joint_pos', 'ref_root_rot', 'ref_root_height')
+REFERENCE_TERMS = ('ref_joint_pos', 'ref_root_rot', 'ref_root_height', 'ref_root_lin_vel')
 
 
 @dataclass(frozen=True)
@@ -200,6 +213,7 @@ IMITATION_TERMS: Tuple[ObsTerm, ...] = (
     ObsTerm('ref_joint_pos', REF_FUTURE * _NJ),
     ObsTerm('ref_root_rot', REF_FUTURE * 6),
     ObsTerm('ref_root_height', REF_FUTURE),
+    ObsTerm('ref_root_lin_vel', REF_FUTURE * 3, scale=0.5),
 )
 """The observation of the project's imitation policies (robot state + reference t+1..t+3)."""
 
@@ -387,12 +401,13 @@ def reference_window(motion, motor_ids: np.ndarray, step: int) -> RefObs:
     """
     Reference frames step+1 .. step+REF_FUTURE of ``motion`` (held at its last frame).
 
-    ``motion`` has ``joint_pos`` [T, 29] in motor order, ``root_quat`` and
-    ``root_pos`` at the control rate; ``motor_ids`` maps contract joints to motors.
+    ``motion`` has ``joint_pos`` [T, 29] in motor order, ``root_quat``, ``root_pos``
+    and ``root_lin_vel`` at the control rate; ``motor_ids`` maps contract joints to motors.
     """
     idx = np.minimum(np.arange(step + 1, step + 1 + REF_FUTURE), motion.num_frames - 1)
     return RefObs(joint_pos=motion.joint_pos[idx][:, motor_ids],
-                  root_quat=motion.root_quat[idx], root_height=motion.root_pos[idx, 2])
+                  root_quat=motion.root_quat[idx], root_height=motion.root_pos[idx, 2],
+                  root_lin_vel=motion.root_lin_vel[idx])
 
 
 def observation_frame(contract: Contract, robot: RobotObs, ref: Optional[RefObs], xp=np):

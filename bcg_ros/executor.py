@@ -503,7 +503,8 @@ class PolicyRunner:
                if c.uses_reference else None)
         if ref is not None:
             ref = contract_mod.RefObs(*(np.asarray(a, dtype=np.float32) for a in
-                                        (ref.joint_pos, ref.root_quat, ref.root_height)))
+                                        (ref.joint_pos, ref.root_quat, ref.root_height,
+                                         ref.root_lin_vel)))
         self._ref = ref
         frame = contract_mod.observation_frame(c, robot, ref)
         if self._history is None:

@@ -399,6 +399,20 @@ def test_reference_policy_needs_a_motion_at_the_control_rate(tmp_path):
     np.testing.assert_allclose(ref[:, 0], [0.09] * 3, atol=1e-6)  # held at the last frame
 
 
+def test_reference_velocity_is_observed_in_the_base_frame(tmp_path):
+    c = contract_mod.imitation_contract(motion_name='still', motion_frames=10)
+    m = dataclasses.replace(_motion(), root_lin_vel=np.tile([1.5, 0.0, 0.2], (10, 1)))
+    runner = ex.PolicyRunner(str(testing.constant_policy(tmp_path / 'v.onnx', 0.0, c)),
+                             motion=m)
+    # The base yawed 90 degrees left: the clip's +x is the base's -y.
+    yaw = (np.cos(np.pi / 4), 0.0, 0.0, np.sin(np.pi / 4))
+    obs = runner.observation(sample(0.0, 1, quat=yaw))
+    term = [t.name for t in c.obs_terms].index('ref_root_lin_vel')
+    start = sum(t.size * t.history for t in c.obs_terms[:term])
+    v = obs[start:start + 9].reshape(3, 3) / c.obs_terms[term].scale
+    np.testing.assert_allclose(v, np.tile([0.0, -1.5, 0.2], (3, 1)), atol=1e-5)
+
+
 def test_residual_policy_targets_the_next_reference_frame(tmp_path):
     c = contract_mod.imitation_contract(motion_name='still', motion_frames=10, residual=True)
     runner = ex.PolicyRunner(str(testing.constant_policy(tmp_path / 'res.onnx', 1.0, c)),

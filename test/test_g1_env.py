@@ -45,7 +45,7 @@ def _np_obs(env, state, i):
     m = env.motion
     idx = np.clip(np.arange(f + 1, f + 1 + ct.REF_FUTURE), 0, m.num_frames - 1)
     ref = ct.RefObs(joint_pos=m.joint_pos[idx], root_quat=m.root_quat[idx],
-                    root_height=m.root_pos[idx, 2])
+                    root_height=m.root_pos[idx, 2], root_lin_vel=m.root_lin_vel[idx])
     c = env.contract()
     return ct.flatten(ct.init_history(c, ct.observation_frame(c, robot, ref)))
 

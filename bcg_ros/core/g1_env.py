@@ -210,6 +210,7 @@ class G1Env:
         self.ref_joint_pos = jnp.asarray(m.joint_pos, dt)
         self.ref_root_quat = jnp.asarray(m.root_quat, dt)
         self.ref_root_pos = jnp.asarray(m.root_pos, dt)
+        self.ref_root_lin_vel = jnp.asarray(m.root_lin_vel, dt)
         self.ref_key = jnp.asarray(m.key_pos, dt)
         self.ref_body = jnp.asarray(motion_mod.body_positions(m, self.robot), dt)
         self.track_ids = np.array([self.robot.model.body(n).id for n in g1.TRACK_BODIES])
@@ -240,7 +241,8 @@ class G1Env:
         """Return the reference at frames t+1..t+3 (held at the last frame), for one env."""
         idx = jnp.clip(frame + jnp.arange(1, ct.REF_FUTURE + 1), 0, self.num_frames - 1)
         return ct.RefObs(joint_pos=self.ref_joint_pos[idx], root_quat=self.ref_root_quat[idx],
-                         root_height=self.ref_root_pos[idx, 2])
+                         root_height=self.ref_root_pos[idx, 2],
+                         root_lin_vel=self.ref_root_lin_vel[idx])
 
     def _frame(self, qpos, qvel, last_action, frame):
         """Return one env's observation frame (per term), by the contract."""
