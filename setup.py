@@ -18,6 +18,7 @@ CONSOLE_SCRIPTS = [
     'bcg-train = bcg_ros.train:main',
     'trainer_node = bcg_ros.nodes.trainer_node:main',
     'bag_recorder_node = bcg_ros.nodes.bag_recorder_node:main',
+    'bcg-real2sim = bcg_ros.real2sim.cli:main',
 ]
 
 setup(

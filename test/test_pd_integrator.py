@@ -108,8 +108,7 @@ def test_pd_force_is_the_robot_law_clamped():
 
 
 def test_g1_sim_node_uses_the_same_pd():
-    pytest.importorskip('rclpy')
-    from bcg_ros.nodes.g1_sim_node import G1Sim, G1SimConfig
+    from bcg_ros.robot.g1_sim import G1Sim, G1SimConfig
     from bcg_ros.robot import lowlevel
 
     sim = G1Sim(G1SimConfig(elastic_band=False))

@@ -45,6 +45,9 @@ KS = (50, 100, 300)
 
 def _common(p: argparse.ArgumentParser):
     p.add_argument('--model', default='', help='G1 MJCF to simulate (default: the project\'s)')
+    p.add_argument('--physics-params', default='',
+                   help='how the simulated robot differs from its model file: a PhysicsParams '
+                        'YAML (bcg_ros.robot.physics) or seed:N (default: the file\'s robot)')
     p.add_argument('--runs', type=int, default=5, help='rollouts per policy (default 5)')
     p.add_argument('--seed', type=int, default=0, help='run i uses seed + i')
     p.add_argument('--duration', type=float, default=0.0,
@@ -117,7 +120,8 @@ def _one(argv: List[str]) -> int:
                      motion=args.motion, motion_joint_order=args.motion_joint_order or '',
                      command=tuple(args.command), runs=args.runs,
                      rollout=_rollout(args), baselines=tuple(args.baselines),
-                     sims=_sims(args), render=_render(args), terrain=args.terrain)
+                     sims=_sims(args), render=_render(args), terrain=args.terrain,
+                     physics_params=args.physics_params)
     ev = evaluate(cfg, progress=not args.quiet)
     out = pathlib.Path(args.out or pathlib.Path('eval') / pathlib.Path(args.policy).stem)
     result = report.write(ev, out, plots=not args.no_plots)
@@ -159,7 +163,8 @@ def _table(argv: List[str], which: str) -> int:
             cfg = EvalConfig(policy=str(path), model=args.model, motion=motion,
                              runs=args.runs, rollout=_rollout(args),
                              baselines=tuple(args.baselines), sims=_sims(args),
-                             render=_render(args, runs=1))
+                             render=_render(args, runs=1),
+                             physics_params=args.physics_params)
             ev = evaluate(cfg, progress=not args.quiet)
             result = report.write(ev, out / motion / folder, plots=not args.no_plots)
             cells[(motion, key)] = result['summary']

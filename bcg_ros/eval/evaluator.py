@@ -18,7 +18,7 @@ from bcg_ros.eval import metrics, render
 from bcg_ros.eval.render import Media, RenderConfig
 from bcg_ros.eval.rollout import Baseline, num_steps, Run, run_all, RolloutConfig, StepView
 from bcg_ros.motion import Motion
-from bcg_ros.robot import model as g1_model
+from bcg_ros.robot import model as g1_model, physics
 from bcg_ros.runtime.policy import load_policy, Policy
 
 
@@ -32,6 +32,10 @@ class EvalConfig:
     """IsaacLab/unitree_rl_lab deploy.yaml; empty: the ONNX metadata, or one found beside it."""
     model: str = ''
     """G1 MJCF to simulate; empty: the project's model."""
+    physics_params: str = ''
+    """How the simulated robot differs from the model file (bcg_ros.robot.physics): a YAML
+    file of PhysicsParams (a calibration's result, a log generator's hidden truth) or seed:N;
+    empty: the file's robot. MuJoCo only: the training simulator keeps its own."""
     motion: str = ''
     """Reference motion: a built-in name or a file path (load_motion); empty: none, or the
     one the policy's contract names when the policy observes a reference motion."""
@@ -101,7 +105,7 @@ class Evaluation:
         """Return the JSON form: config, provenance, per-run and summary metrics."""
         cfg = dataclasses.asdict(self.config)
         return {'policy': str(self.policy.path), 'contract_source': self.policy.source,
-                'model': self.model_path,
+                'model': self.model_path, 'physics_params': self.config.physics_params,
                 'motion': self.motion.name if self.motion is not None else None,
                 'command': list(self.config.command) if self.motion is None else None,
                 'control_dt': self.policy.contract.control_dt,
@@ -148,6 +152,8 @@ def evaluate(config: EvalConfig, motion: Union[str, Motion, None] = None,
         g = g1_model.load(config.model or None, whole_body=True,
                           ground=None if ground is None else terrain_mod.mujoco_hfield(
                               ground, terrain))
+    if config.physics_params:
+        g = physics.perturb(g, physics.resolve(config.physics_params), config.physics_params)
     spec = motion if motion is not None else config.motion
     if not spec and motion is None and policy.contract.uses_reference:
         spec = policy.contract.motion_name or None   # what it was trained on

@@ -60,6 +60,9 @@ def markdown(result: Mapping) -> str:
     if result.get('terrain', 'flat') != 'flat':
         lines.append(f'- terrain `{result["terrain"]}` (a heightfield in both simulators; the '
                      'reference motion follows the ground under its pelvis)')
+    if result.get('physics_params'):
+        lines.append(f'- physical parameters `{result["physics_params"]}` (MuJoCo\'s robot '
+                     'differs from the model file: bcg_ros.robot.physics)')
     if result.get('added_floor'):
         lines.append('- the model file has no ground plane: the evaluator added one at z = 0')
     lines += ['', '| controller | falls | diverged | penetration [mm] | delta-d [mm] '

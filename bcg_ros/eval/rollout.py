@@ -3,7 +3,10 @@ Policy rollouts in MuJoCo (the C engine): the sim2sim half of the evaluation.
 
 Every physics step the joint PD runs on the policy's latest targets, with the
 G1's torque limits, inside MuJoCo's actuators with the implicitfast integrator
-(:mod:`bcg_ros.robot.pd`); the policy runs at its own period. Each run has its
+(:mod:`bcg_ros.robot.pd`); the policy runs at its own period. A model perturbed
+with physical parameters (:func:`bcg_ros.robot.physics.perturb`) runs as
+g1_sim_node runs it: targets reach the motors after its control latency, and
+each motor delivers its strength times the PD torque. Each run has its
 own seed, which draws the initial-state noise, the ground friction and the
 pushes. A run whose state stops being finite, or explodes, ends there as a
 divergence, which the metrics count as a fall. The ``stand`` and ``replay``
@@ -22,7 +25,7 @@ import numpy as np
 from bcg_ros import contract as ct
 from bcg_ros import motion as motion_mod
 from bcg_ros.motion import Motion
-from bcg_ros.robot import g1, pd
+from bcg_ros.robot import g1, pd, physics
 from bcg_ros.robot.model import G1Model
 from bcg_ros.runtime.policy import Policy
 
@@ -321,6 +324,20 @@ def num_steps(control_dt: float, config: RolloutConfig, motion: Optional[Motion]
     return int(round((config.duration or config.velocity_duration) / control_dt))
 
 
+def start_state(g: G1Model, motion: Optional[Motion] = None) -> Tuple[np.ndarray, np.ndarray]:
+    """(qpos, qvel) a run starts from: ``motion``'s frame 0, or standing at rest without one."""
+    qpos, qvel = g.model.qpos0.copy(), np.zeros(g.model.nv)
+    if motion is None:
+        return g.standing_qpos(), qvel
+    qpos[:3], qpos[3:7] = motion.root_pos[0], motion.root_quat[0]
+    qpos[g.qpos_adr] = motion.joint_pos[0]
+    qvel[:3] = motion.root_lin_vel[0]
+    # The free joint's angular velocity is in the body frame; the motion's in world.
+    qvel[3:6] = ct.quat_rotate_inverse(motion.root_quat[0], motion.root_ang_vel[0])
+    qvel[g.qvel_adr] = motion.joint_vel[0]
+    return qpos, qvel
+
+
 def run_once(policy: Union[Policy, Baseline], g: G1Model, seed: int,
              config: RolloutConfig = RolloutConfig(), motion: Optional[Motion] = None,
              command: Sequence[float] = (0.0, 0.0, 0.0),
@@ -345,21 +362,23 @@ def run_once(policy: Union[Policy, Baseline], g: G1Model, seed: int,
     if robot.native_pd and not native:
         # The PD runs here: the actuators stay at zero force.
         pd.set_pd(m, d, g.actuator_ids, 0.0 * kp, 0.0 * kd, 0.0 * q_target)
+    elif native:
+        # What the motors hold until the first targets arrive (with a control latency).
+        pd.set_pd(m, d, g.actuator_ids, kp, kd, q_target)
+    # A perturbed robot's control latency (a delay line of physics steps) and motor
+    # strength (in its actuators' gains, which the Python PD multiplies in itself).
+    latency = g.physics.latency if g.physics is not None else 0.0
+    delay = pd.CommandDelay(physics.latency_steps(latency, dt))
+    strength = (pd.motor_strength(m, g.actuator_ids) if robot.native_pd
+                else np.ones(g1.NUM_JOINTS))
+    held = q_target.copy()
     cmd = np.asarray(command, float)
 
     friction = float(rng.uniform(*config.friction_range))
     try:
         m.opt.timestep = dt
         m.geom_friction[:, 0] = base_friction * friction
-        if motion is not None:
-            d.qpos[:3], d.qpos[3:7] = motion.root_pos[0], motion.root_quat[0]
-            d.qpos[qadr] = motion.joint_pos[0]
-            d.qvel[:3] = motion.root_lin_vel[0]
-            # The free joint's angular velocity is in the body frame; the motion's in world.
-            d.qvel[3:6] = ct.quat_rotate_inverse(motion.root_quat[0], motion.root_ang_vel[0])
-            d.qvel[vadr] = motion.joint_vel[0]
-        else:
-            d.qpos[:] = g.standing_qpos()
+        d.qpos[:], d.qvel[:] = start_state(g, motion)
         d.qpos[qadr] += rng.uniform(-config.joint_noise, config.joint_noise, g1.NUM_JOINTS)
         d.qvel[:2] += rng.normal(0.0, config.root_vel_noise, 2)
         mujoco.mj_forward(m, d)
@@ -381,9 +400,18 @@ def run_once(policy: Union[Policy, Baseline], g: G1Model, seed: int,
                 d.qvel[:2] += config.push_velocity * np.array([np.cos(ang), np.sin(ang)])
                 pushes += 1
             bad_qacc = d.warning[mujoco.mjtWarning.mjWARN_BADQACC].number
+            first = step * n_sub   # physics steps so far
+            delay.push(first, q_target.copy())
             if native:
-                pd.set_pd(m, d, g.actuator_ids, kp, kd, q_target)
-                mujoco.mj_step(m, d, n_sub)
+                done = 0
+                while done < n_sub:   # one stretch without latency, two or more with it
+                    out, targets = delay.pop(first + done)
+                    if out:
+                        pd.set_pd(m, d, g.actuator_ids, kp, kd, targets)
+                    due = delay.next_due()
+                    n = n_sub - done if due is None else min(n_sub - done, due - first - done)
+                    mujoco.mj_step(m, d, n)
+                    done += n
                 # Contacts of the last physics step: the depth is sampled once per policy
                 # step, an unbiased sample of its time average.
                 depth, touching = robot.foot_contacts(d)
@@ -391,9 +419,12 @@ def run_once(policy: Union[Policy, Baseline], g: G1Model, seed: int,
                     depths.append(depth)
             else:
                 touching = np.zeros(len(g1.FOOT_SPHERES), bool)
-                for _ in range(n_sub):
-                    d.qfrc_applied[vadr] = np.clip(
-                        kp * (q_target - d.qpos[qadr]) - kd * d.qvel[vadr], -tau_lim, tau_lim)
+                for i in range(n_sub):
+                    out, targets = delay.pop(first + i)
+                    if out:
+                        held = targets
+                    d.qfrc_applied[vadr] = strength * np.clip(
+                        kp * (held - d.qpos[qadr]) - kd * d.qvel[vadr], -tau_lim, tau_lim)
                     mujoco.mj_step(m, d)
                     depth, touch = robot.foot_contacts(d)
                     if depth.size:

@@ -57,6 +57,9 @@ class EvaluatorNodeConfig:
     """IsaacLab/unitree_rl_lab deploy.yaml; empty: the ONNX metadata or one beside it."""
     model: str = ''
     """G1 MJCF; empty: the project's model."""
+    physics_params: str = ''
+    """How the simulated robot differs from the model file (bcg_ros.robot.physics): a YAML
+    file of PhysicsParams or seed:N; empty: the file's robot."""
     motion: str = ''
     """Reference motion, built-in name or file; empty for velocity policies."""
     command: Tuple[float, float, float] = (0.0, 0.0, 0.0)
@@ -191,7 +194,9 @@ class EvaluatorNode(Node):
             if not self.cfg.policy:
                 raise ValueError('parameter policy is empty: set it to an ONNX file')
             ev = evaluate(EvalConfig(policy=self.cfg.policy, deploy_yaml=self.cfg.deploy_yaml,
-                                     model=self.cfg.model, motion=self.cfg.motion,
+                                     model=self.cfg.model,
+                                     physics_params=self.cfg.physics_params,
+                                     motion=self.cfg.motion,
                                      command=self.cfg.command, runs=self.cfg.runs,
                                      rollout=rollout), on_step=self._show)
             out = pathlib.Path(self.cfg.out_dir) / pathlib.Path(self.cfg.policy).stem

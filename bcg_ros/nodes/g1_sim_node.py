@@ -1,15 +1,20 @@
 """
 g1_sim_node: a MuJoCo G1 on the robot's own topics, /lowcmd in and /lowstate out.
 
-It behaves like the G1's motor layer: a LowCmd with a wrong crc is ignored;
-the latest valid command's PD law ``tau + kp (q - q_now) + kd (dq - dq_now)``
-is applied every physics step (1 kHz by default) for each motor whose mode is
-enabled, clipped to the motor's torque limit, inside MuJoCo's actuators with
-the implicitfast integrator (:mod:`bcg_ros.robot.pd`), as the evaluator does.
-The model collides with the whole body (:func:`bcg_ros.robot.model.load` with
-``whole_body``), and gets a floor when its file has none. LowState goes out at
-500 Hz with tick in milliseconds of simulated time, mode_machine 5, the IMU from the
-model's imu_quat/imu_gyro/imu_acc sensors (optional Gaussian noise) and
+It behaves like the G1's motor layer (:class:`bcg_ros.robot.g1_sim.G1Sim`, the
+physics without ROS, which the log generator runs too): a LowCmd with a wrong
+crc is ignored; the latest valid command's PD law ``tau + kp (q - q_now) + kd
+(dq - dq_now)`` is applied every physics step (1 kHz by default) for each motor
+whose mode is enabled, clipped to the motor's torque limit, inside MuJoCo's
+actuators with the implicitfast integrator (:mod:`bcg_ros.robot.pd`), as the
+evaluator does. The model collides with the whole body
+(:func:`bcg_ros.robot.model.load` with ``whole_body``), and gets a floor when its
+file has none. ``physics_params`` makes the simulated robot differ from its
+model file as a real robot does (:mod:`bcg_ros.robot.physics`: joint friction,
+damping and armature, motor strength, masses, centres of mass, ground contact,
+control latency). LowState goes out at 500 Hz with tick in milliseconds of
+simulated time, mode_machine 5, the IMU from the model's
+imu_quat/imu_gyro/imu_acc sensors (optional Gaussian noise) and
 wireless_remote from ``~/wireless_remote`` (std_msgs/UInt8MultiArray, 40
 bytes), and crc stamped as the robot stamps it (:func:`bcg_ros.robot.crc.lowstate_crc`).
 
@@ -30,9 +35,7 @@ as possible; ``publish_clock`` publishes /clock for nodes on sim time.
 import sys
 import threading
 import time
-from dataclasses import dataclass
 
-import mujoco
 import numpy as np
 import rclpy
 from geometry_msgs.msg import WrenchStamped
@@ -48,177 +51,8 @@ from std_msgs.msg import UInt8MultiArray, UInt32
 from std_srvs.srv import SetBool, Trigger
 
 from bcg_ros.nodes import params, spin
-from bcg_ros.robot import crc, g1, lowlevel, model as model_mod, pd
-
-
-@dataclass(frozen=True)
-class G1SimConfig:
-    """The simulated G1: model, rates, sensor noise, elastic band, pacing."""
-
-    model_path: str = ''
-    """G1 MJCF (with a floor); empty: the project's model. The official scene_29dof.xml works."""
-    sim_dt: float = 0.001
-    """Physics step [s]; the PD law is applied every step."""
-    state_rate_hz: float = g1.LOWCMD_RATE_HZ
-    """LowState rate [Hz]; a whole number of physics steps per message."""
-    real_time_factor: float = 1.0
-    """Simulated seconds per wall second; 0: as fast as possible."""
-    publish_clock: bool = False
-    """Publish /clock (simulated time)."""
-    mode_machine: int = g1.MODE_MACHINE_29DOF
-    """LowState.mode_machine reported."""
-    gyro_noise: float = 0.0
-    """Std of Gaussian noise on the gyroscope [rad/s]."""
-    acc_noise: float = 0.0
-    """Std of Gaussian noise on the accelerometer [m/s^2]."""
-    joint_pos_noise: float = 0.0
-    """Std of Gaussian noise on joint positions [rad]."""
-    joint_vel_noise: float = 0.0
-    """Std of Gaussian noise on joint velocities [rad/s]."""
-    seed: int = 0
-    """Seed of the sensor noise."""
-    elastic_band: bool = False
-    """Start with the elastic band holding the pelvis."""
-    band_height: float = 0.0
-    """Pelvis height the band holds [m]; 0: the standing height."""
-    band_kp: float = 10000.0
-    """Band stiffness [N/m]."""
-    band_kd: float = 1000.0
-    """Band damping [N s/m]."""
-    band_rot_kp: float = 300.0
-    """Band torque keeping the pelvis upright [N m/rad]."""
-    band_rot_kd: float = 30.0
-    """Band rotational damping [N m s/rad]."""
-    ground_truth_rate_hz: float = 100.0
-    """Rate of the ground-truth topics [Hz]."""
-    lowstate_topic: str = '/lowstate'
-    """LowState topic."""
-    lowcmd_topic: str = '/lowcmd'
-    """LowCmd topic."""
-
-    def __post_init__(self):
-        """Reject rates that do not fit the physics step, naming the field."""
-        for name in ('sim_dt', 'state_rate_hz', 'ground_truth_rate_hz'):
-            if not getattr(self, name) > 0:
-                raise ValueError(f'field {name}: must be > 0, got {getattr(self, name)}')
-        if self.real_time_factor < 0:
-            raise ValueError(f'field real_time_factor: must be >= 0, got {self.real_time_factor}')
-        steps = 1.0 / (self.state_rate_hz * self.sim_dt)
-        if abs(steps - round(steps)) > 1e-6 or round(steps) < 1:
-            raise ValueError(f'field state_rate_hz: {self.state_rate_hz} Hz is not a whole '
-                             f'number of physics steps of sim_dt {self.sim_dt} s')
-
-
-_NOT_APPLIED = object()
-"""Marks that no command (not even "none") is in the actuators yet."""
-
-
-class G1Sim:
-    """The physics and the motor layer, without ROS (the node wraps it)."""
-
-    def __init__(self, cfg: G1SimConfig):
-        """Load the model, put the robot in its standing pose."""
-        self.cfg = cfg
-        self.robot = model_mod.load(cfg.model_path or None, whole_body=True)
-        self.model = self.robot.model
-        self.model.opt.timestep = cfg.sim_dt
-        # The motor PD inside MuJoCo's actuators, damping integrated implicitly.
-        pd.use_pd_actuators(self.model, self.robot.actuator_ids, np.asarray(g1.TORQUE_LIMIT))
-        self.data = mujoco.MjData(self.model)
-        self.rng = np.random.default_rng(cfg.seed)
-        self.steps_per_state = int(round(1.0 / (cfg.state_rate_hz * cfg.sim_dt)))
-        self.sensor = {name: self._sensor(name) for name in ('imu_quat', 'imu_gyro', 'imu_acc')}
-        self.foot_geoms = [set(np.flatnonzero(self.model.geom_bodyid == b).tolist())
-                           for b in self.robot.foot_bodies]
-        self.band = cfg.elastic_band
-        self.command = None
-        self.tau = np.zeros(g1.NUM_JOINTS)
-        self.reset()
-        self.band_height = cfg.band_height or float(self.data.qpos[2])
-
-    def _sensor(self, name):
-        sid = mujoco.mj_name2id(self.model, mujoco.mjtObj.mjOBJ_SENSOR, name)
-        if sid < 0:
-            raise model_mod.ModelError(f'{self.robot.path}: sensor {name!r} is missing')
-        adr, dim = self.model.sensor_adr[sid], self.model.sensor_dim[sid]
-        return slice(adr, adr + dim)
-
-    def reset(self):
-        """Standing pose, at rest, no command."""
-        mujoco.mj_resetData(self.model, self.data)
-        self.data.qpos[:] = self.robot.standing_qpos()
-        mujoco.mj_forward(self.model, self.data)
-        self.command = None
-        self._applied = _NOT_APPLIED   # resetData zeroed ctrl: apply "no command" again
-
-    def step(self):
-        """One physics step under the latest command (zero torque before the first)."""
-        d, r = self.data, self.robot
-        c = self.command
-        if c is not self._applied:
-            # The PD's gains and set-point stay in the actuators until the next command.
-            zero = np.zeros(g1.NUM_JOINTS)
-            if c is None:
-                pd.set_pd(self.model, d, r.actuator_ids, zero, zero, zero)
-            else:
-                j = slice(0, g1.NUM_JOINTS)
-                on = (c.mode[j] & lowlevel.MOTOR_ENABLE) != 0
-                pd.set_pd(self.model, d, r.actuator_ids, np.where(on, c.kp[j], 0.0),
-                          np.where(on, c.kd[j], 0.0), np.where(on, c.q[j], 0.0),
-                          np.where(on, c.dq[j], 0.0), np.where(on, c.tau[j], 0.0))
-            self._applied = c
-        d.xfrc_applied[r.root_body] = self._band_wrench() if self.band else 0.0
-        mujoco.mj_step(self.model, d)
-        self.tau = d.actuator_force[r.actuator_ids].copy()
-
-    def _band_wrench(self):
-        d = self.data
-        pos, vel = d.qpos[:3], d.qvel[:3]
-        force = self.cfg.band_kp * (np.array([pos[0], pos[1], self.band_height]) - pos)
-        force -= self.cfg.band_kd * vel
-        z_body = d.xmat[self.robot.root_body].reshape(3, 3)[:, 2]
-        ang_vel_world = d.xmat[self.robot.root_body].reshape(3, 3) @ d.qvel[3:6]
-        torque = self.cfg.band_rot_kp * np.cross(z_body, [0.0, 0.0, 1.0])
-        torque -= self.cfg.band_rot_kd * ang_vel_world
-        return np.concatenate([force, torque])
-
-    @property
-    def tick(self) -> int:
-        """Simulated time in ms, as LowState.tick (uint32)."""
-        return int(round(self.data.time * 1000.0)) % (1 << 32)
-
-    def measurements(self):
-        """(q, dq, quat, gyro, acc) as the robot's sensors would report them."""
-        d, r = self.data, self.robot
-        q = d.qpos[r.qpos_adr].copy()
-        dq = d.qvel[r.qvel_adr].copy()
-        quat = d.sensordata[self.sensor['imu_quat']].copy()
-        gyro = d.sensordata[self.sensor['imu_gyro']].copy()
-        acc = d.sensordata[self.sensor['imu_acc']].copy()
-        c = self.cfg
-        if c.joint_pos_noise:
-            q += self.rng.normal(0.0, c.joint_pos_noise, q.shape)
-        if c.joint_vel_noise:
-            dq += self.rng.normal(0.0, c.joint_vel_noise, dq.shape)
-        if c.gyro_noise:
-            gyro += self.rng.normal(0.0, c.gyro_noise, 3)
-        if c.acc_noise:
-            acc += self.rng.normal(0.0, c.acc_noise, 3)
-        return q, dq, quat, gyro, acc
-
-    def foot_forces(self):
-        """[2, 3] summed contact force on each foot, world frame [N]."""
-        out = np.zeros((2, 3))
-        f6 = np.zeros(6)
-        for i in range(self.data.ncon):
-            con = self.data.contact[i]
-            for k, geoms in enumerate(self.foot_geoms):
-                # The contact force acts from geom1 on geom2 along the frame's normal.
-                sign = 1.0 if con.geom2 in geoms else -1.0 if con.geom1 in geoms else 0.0
-                if sign:
-                    mujoco.mj_contactForce(self.model, self.data, i, f6)
-                    out[k] += sign * (con.frame.reshape(3, 3).T @ f6[:3])
-        return out
+from bcg_ros.robot import crc, g1, lowlevel, model as model_mod, physics
+from bcg_ros.robot.g1_sim import G1Sim, G1SimConfig
 
 
 def _rpy(quat):
@@ -238,8 +72,9 @@ class G1SimNode(Node):
         self.cfg = params.read(self, G1SimConfig)
         from unitree_hg.msg import LowCmd, LowState
         self.sim = G1Sim(self.cfg)
-        self.get_logger().info(f'model {self.sim.robot.path}, dt {self.cfg.sim_dt} s, '
-                               f'real_time_factor {self.cfg.real_time_factor}')
+        perturbed = f', physics {self.cfg.physics_params}' if self.cfg.physics_params else ''
+        self.get_logger().info(f'model {self.sim.robot.path}{perturbed}, dt {self.cfg.sim_dt} '
+                               f's, real_time_factor {self.cfg.real_time_factor}')
         self._lock = threading.Lock()
         self._remote = bytes(lowlevel.REMOTE_SIZE)
         self._paused = False
@@ -318,8 +153,7 @@ class G1SimNode(Node):
                     sim.step()
                 meas = sim.measurements()
                 tick, t_sim = sim.tick, sim.data.time
-                gt = (sim.data.qpos[:7].copy(), sim.data.qvel[:6].copy(), sim.foot_forces()) \
-                    if n % gt_every == 0 else None
+                gt = (sim.odometry(), sim.foot_forces()) if n % gt_every == 0 else None
             if not self._paused:
                 self._publish_state(tick, meas)
             stamp = self._stamp(t_sim)
@@ -368,20 +202,16 @@ class G1SimNode(Node):
         m.crc = crc.lowstate_crc(image)
         self._state_pub.publish(m)
 
-    def _publish_ground_truth(self, stamp, qpos, qvel, forces):
+    def _publish_ground_truth(self, stamp, odometry, forces):
+        pos, quat, lin, ang = odometry
         odom = Odometry()
         odom.header.stamp, odom.header.frame_id, odom.child_frame_id = stamp, 'world', 'pelvis'
         p, o = odom.pose.pose.position, odom.pose.pose.orientation
-        p.x, p.y, p.z = qpos[:3].tolist()
-        o.w, o.x, o.y, o.z = qpos[3:7].tolist()
-        # The free joint's linear velocity is in the world frame; Odometry wants the
-        # child frame, like its angular velocity (already in the body frame).
-        rot = np.empty(9)
-        mujoco.mju_quat2Mat(rot, qpos[3:7])
-        lin = rot.reshape(3, 3).T @ qvel[:3]
+        p.x, p.y, p.z = pos.tolist()
+        o.w, o.x, o.y, o.z = quat.tolist()
         t = odom.twist.twist
         t.linear.x, t.linear.y, t.linear.z = lin.tolist()
-        t.angular.x, t.angular.y, t.angular.z = qvel[3:6].tolist()
+        t.angular.x, t.angular.y, t.angular.z = ang.tolist()
         self._odom_pub.publish(odom)
         for pub, f in zip(self._foot_pubs, forces):
             w = WrenchStamped()
@@ -403,7 +233,7 @@ def main(args=None) -> int:
     stop = spin.stop_on_signals()
     try:
         node = G1SimNode()
-    except (params.ParameterError, model_mod.ModelError) as exc:
+    except (params.ParameterError, model_mod.ModelError, physics.PhysicsError) as exc:
         get_logger('g1_sim_node').error(str(exc))
         rclpy.shutdown()
         return 1

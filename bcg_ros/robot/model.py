@@ -19,12 +19,15 @@ the robot stands on it instead: the model's planes stop colliding and are hidden
 import copy
 import pathlib
 from dataclasses import dataclass
-from typing import List, Optional, Tuple, Union
+from typing import List, Optional, Tuple, TYPE_CHECKING, Union
 
 import mujoco
 import numpy as np
 
 from bcg_ros.robot import g1
+
+if TYPE_CHECKING:
+    from bcg_ros.robot.physics import PhysicsParams
 
 DEFAULT_MJCF = pathlib.Path(__file__).resolve().parents[1] / 'models' / 'g1_29dof.xml'
 
@@ -75,6 +78,9 @@ class G1Model:
     """The file had no ground plane and the loader added one (geom 'floor' at z = 0)."""
     ground: str = 'flat'
     """What the robot stands on: 'flat', or the :class:`Ground`'s name."""
+    physics: Optional['PhysicsParams'] = None
+    """Physical parameters applied to the file's model (:func:`bcg_ros.robot.physics.perturb`),
+    the control latency among them, which the PD loop runs; None: the file's robot."""
 
     def standing_qpos(self) -> np.ndarray:
         """Return the default pose with the feet on the ground (the 'stand' key if any)."""
