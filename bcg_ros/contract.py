@@ -161,7 +161,8 @@ def _ref_root_height(robot, ref, c, xp):
 
 
 def _ref_root_lin_vel(robot, ref, c, xp):
-    """Return the reference root velocity at t+1..t+3 in the robot's base frame.
+    """
+    Return the reference root velocity at t+1..t+3 in the robot's base frame.
 
     The speed the clip asks for, where the robot can act on it: without it a policy sees
     the clip's joint angles and heading but not how fast the clip travels.
