@@ -69,3 +69,46 @@ def tumbler(cfg: simulator.SimConfig, kd=(0.0, 0.0)):
     sim = simulator.build(m, cfg, [('hand', (0.0, 0.0, -0.15))], 0.02, ['shoulder', 'elbow'],
                           [20.0, 10.0], list(kd), [50.0, 50.0])
     return m, sim
+
+
+BOX_XML = """
+<mujoco model="box">
+  <compiler angle="radian"/>
+  <worldbody>
+    <body name="box" pos="0 0 0">
+      <freejoint/>
+      <geom type="box" size="0.1 0.1 0.05" mass="1"/>
+    </body>
+  </worldbody>
+</mujoco>
+"""
+"""A free 1 kg box, 20 x 20 x 10 cm, standing on four corner spheres."""
+
+BOX_CORNERS = tuple(('box', (sx * 0.1, sy * 0.1, -0.05)) for sx in (-1, 1) for sy in (-1, 1))
+BOX_CORNER_RADIUS = 0.01
+
+BALL_XML = """
+<mujoco model="ball">
+  <compiler angle="radian"/>
+  <worldbody>
+    <body name="ball" pos="0 0 0">
+      <freejoint/>
+      <geom type="sphere" size="0.1" mass="1"/>
+    </body>
+  </worldbody>
+</mujoco>
+"""
+"""A free 1 kg ball of radius 0.1 m, colliding through one sphere of its own size."""
+
+
+def box(cfg: simulator.SimConfig, terrain=None):
+    """(MjModel, Sim) of the box on its four bottom corners; no actuators (empty actions)."""
+    m = mujoco.MjModel.from_xml_string(BOX_XML)
+    return m, simulator.build(m, cfg, BOX_CORNERS, BOX_CORNER_RADIUS, [], [], [], [],
+                              terrain=terrain)
+
+
+def ball(cfg: simulator.SimConfig):
+    """(MjModel, Sim) of the ball; no actuators (empty actions)."""
+    m = mujoco.MjModel.from_xml_string(BALL_XML)
+    return m, simulator.build(m, cfg, [('ball', (0.0, 0.0, 0.0))], 0.1, [], [], [], [])

@@ -53,7 +53,7 @@ def _substep_parts(trainer, repeats: int = 20) -> Dict[str, float]:
     states = jax.tree.map(lambda x: jnp.broadcast_to(x, (cfg.branches,) + x.shape), s0)
 
     def smooth(q, v):
-        return simulator._smooth_dynamics(sim, q, v)
+        return simulator.smooth_dynamics(sim, q, v)
 
     def contact(q, v):
         return simulator.contact_terms(sim, smooth(q, v), v)[1]

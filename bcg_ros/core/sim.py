@@ -324,7 +324,7 @@ def integrate_qpos(sim: Sim, qpos: jax.Array, qvel: jax.Array, dt) -> jax.Array:
     return out
 
 
-def _points(d: mjx.Data, bodies, local) -> jax.Array:
+def body_points(d: mjx.Data, bodies, local) -> jax.Array:
     """World positions of points given in their bodies' frames."""
     b = np.asarray(bodies, int)
     return d.xpos[b] + jnp.einsum('sij,sj->si', d.xmat[b], local)
@@ -341,7 +341,7 @@ def point_jacobians(sim: Sim, d: mjx.Data, bodies, points) -> jax.Array:
     return jac * mask[..., None]
 
 
-def _smooth_dynamics(sim: Sim, qpos, qvel) -> mjx.Data:
+def smooth_dynamics(sim: Sim, qpos, qvel) -> mjx.Data:
     """MJX kinematics, mass matrix and bias forces at (qpos, qvel)."""
     m = sim.mjx_model
     d = _empty_data(sim).replace(qpos=qpos, qvel=qvel)
@@ -394,7 +394,7 @@ def passive_force(sim: Sim, qvel):
 
 def contact_terms(sim: Sim, d: mjx.Data, qvel):
     """Sphere normal forces [S], generalised contact force [nv], and its d / d qdot [nv, nv]."""
-    centers = _points(d, sim.sphere_body, sim.sphere_pos)
+    centers = body_points(d, sim.sphere_body, sim.sphere_pos)
     jac = point_jacobians(sim, d, sim.sphere_body, centers)             # [S, nv, 3]
     vel = jnp.einsum('snk,n->sk', jac, qvel)
     depth, normal, _ = ct.sphere_depth(centers, sim.sphere_radius, sim.terrain)
@@ -426,7 +426,7 @@ def substep(sim: Sim, state: SimState, target: jax.Array):
     qpos, qvel = state.qpos, state.qvel
     dt = sim.config.dt
     act = np.asarray(sim.act_dof, int)
-    d = _smooth_dynamics(sim, qpos, qvel)
+    d = smooth_dynamics(sim, qpos, qvel)
     f_n, qfrc, dqfrc = contact_terms(sim, d, qvel)
     passive, dpassive = passive_force(sim, qvel)
     tau, dtau = pd_torque(sim, qpos, qvel, target)
@@ -455,9 +455,9 @@ def observe(sim: Sim, state: SimState, normal_force, normal_impulse) -> StepInfo
     """StepInfo of a state (kinematics only) and the step's contact forces."""
     d = _empty_data(sim).replace(qpos=state.qpos, qvel=state.qvel)
     d = mjx.kinematics(sim.mjx_model, d)
-    centers = _points(d, sim.sphere_body, sim.sphere_pos)
+    centers = body_points(d, sim.sphere_body, sim.sphere_pos)
     depth, _, point = ct.sphere_depth(centers, sim.sphere_radius, sim.terrain)
-    keys = _points(d, sim.key_body, sim.key_pos) if sim.key_body \
+    keys = body_points(d, sim.key_body, sim.key_pos) if sim.key_body \
         else jnp.zeros((0, 3), sim.dtype)
     return StepInfo(depth, normal_force, normal_impulse, point, keys, d.xpos)
 
