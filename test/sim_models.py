@@ -71,33 +71,27 @@ def tumbler(cfg: simulator.SimConfig, kd=(0.0, 0.0)):
     return m, sim
 
 
-BOX_XML = """
-<mujoco model="box">
-  <compiler angle="radian"/>
+def _free_body(name: str, geom: str) -> str:
+    """MJCF of one free 1 kg body with a single geom."""
+    return f"""
+<mujoco model="{name}">
   <worldbody>
-    <body name="box" pos="0 0 0">
+    <body name="{name}">
       <freejoint/>
-      <geom type="box" size="0.1 0.1 0.05" mass="1"/>
+      <geom {geom} mass="1"/>
     </body>
   </worldbody>
 </mujoco>
 """
+
+
+BOX_XML = _free_body('box', 'type="box" size="0.1 0.1 0.05"')
 """A free 1 kg box, 20 x 20 x 10 cm, standing on four corner spheres."""
 
 BOX_CORNERS = tuple(('box', (sx * 0.1, sy * 0.1, -0.05)) for sx in (-1, 1) for sy in (-1, 1))
 BOX_CORNER_RADIUS = 0.01
 
-BALL_XML = """
-<mujoco model="ball">
-  <compiler angle="radian"/>
-  <worldbody>
-    <body name="ball" pos="0 0 0">
-      <freejoint/>
-      <geom type="sphere" size="0.1" mass="1"/>
-    </body>
-  </worldbody>
-</mujoco>
-"""
+BALL_XML = _free_body('ball', 'type="sphere" size="0.1"')
 """A free 1 kg ball of radius 0.1 m, colliding through one sphere of its own size."""
 
 

@@ -7,6 +7,7 @@ against autodiff through the unrolled Newton iterations, and the backward pass's
 memory. Compiled functions are shared: one jitted rollout per model (h is traced).
 """
 
+import dataclasses
 import math
 
 import jax
@@ -191,60 +192,62 @@ def test_joint_limit_holds_the_hopper_leg_inside_its_range(hopper, target):
 GRAD_STEPS, GRAD_H = 6, 0.02
 
 
-@pytest.fixture(scope='module')
-def stiff_hopper(x64):
-    """The hopper on its foot only, with a stiff leg: foot contact loaded and sticking."""
-    _, sim = sim_models.hopper(config(), kp=3000.0, kd=50.0, corners=False)
-    return sim
-
-
 def loss_fn(isim, weights):
+    """Weighted sum of a rollout's states as a function of (q0, v0, actions, kp, h, masses)."""
     wq, wv = weights
 
-    def loss(qpos, qvel, actions, kp):
-        s = implicit.reset(isim, qpos, qvel)
-        model = implicit.ImplicitSim(
-            simulator.Sim(**{**isim.sim.__dict__, 'kp': kp}), isim.dt, isim.config)
+    def loss(qpos, qvel, actions, kp, h, body_mass):
+        sim = dataclasses.replace(isim.sim, kp=kp, mjx_model=isim.sim.mjx_model.replace(
+            body_mass=body_mass))
+        model = implicit.ImplicitSim(sim, h, isim.config)
 
         def body(st, a):
             st, info = implicit.step(model, st, a)
             return st, (jnp.sum(wq * st.qpos) + jnp.sum(wv * st.qvel), info)
 
-        _, (terms, infos) = jax.lax.scan(body, s, actions)
+        _, (terms, infos) = jax.lax.scan(body, implicit.reset(isim, qpos, qvel), actions)
         return jnp.sum(terms), infos
     return loss
 
 
-@pytest.fixture(scope='module')
-def grad_problem(stiff_hopper):
+def gradient_setup(name):
+    """(sim, initial qpos, qvel, actions [T, A]) in loaded, sticking contact."""
+    if name == 'hopper':
+        # On its foot only, with a stiff leg compressed by about the box's weight over kp,
+        # the foot 1 mm above the ground; friction stops the sideways 1 cm/s, then sticks.
+        _, sim = sim_models.hopper(config(), kp=3000.0, kd=50.0, corners=False)
+        actions = -0.01 + 0.01 * np.sin(np.arange(GRAD_STEPS))[:, None]
+        return sim, [0.0, -0.1025, 0.0235], [0.01, 0.0, 0.0], actions
+    # The ball 1 mm up, rolling at 0.5 m/s (spinning 5 rad/s about y) with a 1 cm/s slip
+    # that friction removes in the first step: quaternions, rotation, a 3-D contact.
+    _, sim = sim_models.ball(config())
+    return (sim, [0.0, 0.0, 0.101, 1.0, 0.0, 0.0, 0.0], [0.51, 0.0, 0.0, 0.0, 5.0, 0.0],
+            np.zeros((GRAD_STEPS, 0)))
+
+
+@pytest.fixture(scope='module', params=['hopper', 'ball'])
+def grad_case(request, x64):
+    """A model, its loss, the arguments and the loss's implicit value and gradient."""
+    sim, qpos, qvel, actions = gradient_setup(request.param)
+    isim = implicit.build(sim, implicit.ImplicitConfig(dt=GRAD_H, **TIGHT))
     rng = np.random.default_rng(0)
-    weights = (jnp.asarray(rng.normal(size=3)), jnp.asarray(rng.normal(size=3)))
-    # The leg compressed by about the box's weight over kp, the foot 1 mm above the ground.
-    qpos = jnp.array([0.0, -0.1025, 0.0235])
-    qvel = jnp.array([0.01, 0.0, 0.0])                      # friction stops it, then sticks
-    t = np.arange(GRAD_STEPS)
-    actions = jnp.asarray(-0.01 + 0.01 * np.sin(t)[:, None])
-    return weights, (qpos, qvel, actions, stiff_hopper.kp)
+    weights = (jnp.asarray(rng.normal(size=len(qpos))), jnp.asarray(rng.normal(size=len(qvel))))
+    args = (jnp.asarray(qpos), jnp.asarray(qvel), jnp.asarray(actions), sim.kp, isim.dt,
+            sim.mjx_model.body_mass)
+    grad = jax.jit(jax.value_and_grad(loss_fn(isim, weights), argnums=tuple(range(6)),
+                                      has_aux=True))
+    return request.param, isim, weights, args, grad(*args)
 
 
-def value_and_grad(sim, weights, args, **kw):
-    isim = implicit.build(sim, implicit.ImplicitConfig(dt=GRAD_H, **{**TIGHT, **kw}))
-    fn = jax.jit(jax.value_and_grad(loss_fn(isim, weights), argnums=(0, 1, 2, 3),
-                                    has_aux=True))
-    return fn(*args)
-
-
-def test_implicit_gradient_matches_central_differences(stiff_hopper, grad_problem):
-    # Smooth configuration: the foot loaded (lambda_n > 0), friction inside the cone
-    # (sticking), the leg's limits unloaded, in every step.
-    weights, args = grad_problem
-    (value, infos), grads = value_and_grad(stiff_hopper, weights, args)
+def test_implicit_gradient_matches_central_differences(grad_case):
+    # Smooth configuration: every contact loaded (lambda_n > 0) and sticking (friction
+    # inside the cone), the limits unloaded, in every step; directions in all arguments.
+    name, isim, weights, args, ((value, infos), grads) = grad_case
     lam_n = np.asarray(infos.contact.normal_impulse[:, 0])
     lam_t = np.linalg.norm(np.asarray(infos.friction_impulse[:, 0]), axis=-1)
-    assert np.all(lam_n > 0.5) and np.all(lam_t < 0.9 * MU * lam_n), (lam_n, lam_t)
+    assert np.all(lam_n > 0.1) and np.all(lam_t < 0.9 * MU * lam_n), (lam_n, lam_t)
     assert np.all(np.asarray(infos.limit_impulse) < 1e-6)
     assert bool(np.all(infos.converged))
-    isim = implicit.build(stiff_hopper, implicit.ImplicitConfig(dt=GRAD_H, **TIGHT))
     forward = jax.jit(lambda *a: loss_fn(isim, weights)(*a)[0])
     rng = np.random.default_rng(1)
     eps, worst = 1e-6, 0.0
@@ -257,21 +260,22 @@ def test_implicit_gradient_matches_central_differences(stiff_hopper, grad_proble
         rel = abs(analytic - numeric) / max(abs(numeric), 1e-12)
         worst = max(worst, rel)
         assert rel < 1e-5, (analytic, numeric)
-    print(f'IFT vs central differences: worst relative error {worst:.1e} '
+    print(f'{name}: IFT vs central differences, worst relative error {worst:.1e} '
           f'(loss {float(value):.4f}, iterations max {int(infos.iterations.max())})')
 
 
-def test_implicit_gradient_matches_autodiff_through_unrolled_newton(
-        stiff_hopper, grad_problem):
-    weights, args = grad_problem
-    _, ift = value_and_grad(stiff_hopper, weights, args)
-    _, unrolled = value_and_grad(stiff_hopper, weights, args, unroll=True, max_iterations=12)
+def test_implicit_gradient_matches_autodiff_through_unrolled_newton(grad_case):
+    name, isim, weights, args, (_, ift) = grad_case
+    unrolled_sim = implicit.build(isim.sim, implicit.ImplicitConfig(
+        dt=GRAD_H, **{**TIGHT, 'max_iterations': 12, 'unroll': True}))
+    _, unrolled = jax.jit(jax.value_and_grad(loss_fn(unrolled_sim, weights),
+                                             argnums=tuple(range(6)), has_aux=True))(*args)
     worst = 0.0
     for a, b in zip(ift, unrolled):
         rel = float(jnp.linalg.norm(a - b) / jnp.maximum(jnp.linalg.norm(b), 1e-12))
         worst = max(worst, rel)
         assert rel < 1e-6
-    print(f'IFT vs unrolled Newton: worst relative difference {worst:.1e}')
+    print(f'{name}: IFT vs unrolled Newton, worst relative difference {worst:.1e}')
 
 
 def saved_bytes(sim, **kw) -> int:
@@ -288,6 +292,11 @@ def saved_bytes(sim, **kw) -> int:
 
     shapes = jax.eval_shape(residuals, state.qpos, state.qvel, jnp.zeros(1))
     return sum(int(np.prod(s.shape)) * s.dtype.itemsize for s in shapes)
+
+
+@pytest.fixture(scope='module')
+def stiff_hopper(x64):
+    return gradient_setup('hopper')[0]
 
 
 def test_backward_pass_keeps_no_iterations(stiff_hopper):
