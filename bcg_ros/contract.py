@@ -214,9 +214,11 @@ IMITATION_TERMS: Tuple[ObsTerm, ...] = (
     ObsTerm('ref_joint_pos', REF_FUTURE * _NJ),
     ObsTerm('ref_root_rot', REF_FUTURE * 6),
     ObsTerm('ref_root_height', REF_FUTURE),
-    ObsTerm('ref_root_lin_vel', REF_FUTURE * 3, scale=0.5),
 )
 """The observation of the project's imitation policies (robot state + reference t+1..t+3)."""
+
+REF_VELOCITY_TERM = ObsTerm('ref_root_lin_vel', REF_FUTURE * 3, scale=0.5)
+"""The clip's root velocity, appended to :data:`IMITATION_TERMS` on request."""
 
 
 @dataclass(frozen=True)
@@ -387,13 +389,19 @@ def _tuples(term: Mapping) -> Dict:
 
 
 def imitation_contract(motion_name: str = '', motion_frames: int = 0,
-                       action_scale: float = 0.25, residual: bool = False) -> Contract:
-    """Return the contract of the project's own imitation policies on the G1."""
+                       action_scale: float = 0.25, residual: bool = False,
+                       ref_velocity: bool = False) -> Contract:
+    """
+    Return the contract of the project's own imitation policies on the G1.
+
+    ``ref_velocity`` adds :data:`REF_VELOCITY_TERM` to the observation.
+    """
     return Contract(joint_names=g1.JOINT_NAMES, default_pose=g1.DEFAULT_POSE,
                     kp=g1.DEFAULT_KP, kd=g1.DEFAULT_KD,
                     action_scale=(action_scale,) * g1.NUM_JOINTS,
                     action_offset=g1.DEFAULT_POSE, action_clip=None,
-                    obs_terms=IMITATION_TERMS, control_dt=g1.CONTROL_DT,
+                    obs_terms=IMITATION_TERMS + ((REF_VELOCITY_TERM,) if ref_velocity else ()),
+                    control_dt=g1.CONTROL_DT,
                     motion_name=motion_name, motion_frames=motion_frames,
                     action_residual=residual)
 

@@ -400,7 +400,8 @@ def test_reference_policy_needs_a_motion_at_the_control_rate(tmp_path):
 
 
 def test_reference_velocity_is_observed_in_the_base_frame(tmp_path):
-    c = contract_mod.imitation_contract(motion_name='still', motion_frames=10)
+    c = contract_mod.imitation_contract(motion_name='still', motion_frames=10,
+                                        ref_velocity=True)
     m = dataclasses.replace(_motion(), root_lin_vel=np.tile([1.5, 0.0, 0.2], (10, 1)))
     runner = ex.PolicyRunner(str(testing.constant_policy(tmp_path / 'v.onnx', 0.0, c)),
                              motion=m)

@@ -121,6 +121,9 @@ class G1EnvConfig:
     """Actions are corrections around the reference's next joint angles (recorded in the
     contract as ``action_residual``, so every consumer does the same); else around the
     default pose."""
+    observe_ref_velocity: bool = False
+    """The policy also observes the clip's root velocity at t+1..t+3 in its base frame
+    (``ref_root_lin_vel``, recorded in the contract)."""
     imitation: ImitationRewardConfig = field(default_factory=ImitationRewardConfig)
     """Dense tracking reward terms beside ADD."""
     privileged_critic: bool = False
@@ -197,7 +200,8 @@ class G1Env:
             motion if motion is not None else motion_mod.load_motion(
                 config.motion, g1.CONTROL_DT), self.sim.terrain)
         self._contract = ct.imitation_contract(self.motion.name, self.motion.num_frames,
-                                               config.action_scale, config.residual)
+                                               config.action_scale, config.residual,
+                                               config.observe_ref_velocity)
         self.robot = g1_model.load()
         self.pelvis = self.robot.root_body
         self.qpos_adr = np.asarray(self.robot.qpos_adr)
