@@ -19,6 +19,8 @@ BENCHMARKS = {
     'compile': 'Cold XLA compile of the training step of bcg-train --preset cpu --motion run.',
     'bcg-cost': 'A SHAC + BCG training iteration over a plain one, same batch and clip.',
     'sensitivity': 'Where the gradient variance comes from: |dL/ds_t| per env-step vs events.',
+    'ostrich': 'Implicit hard contact vs penalty and MJX on a box and a step: accuracy against '
+               'timestep, trajectory optimisation, speed, gradient memory.',
 }
 
 

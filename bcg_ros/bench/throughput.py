@@ -29,7 +29,7 @@ def add_arguments(parser):
                              '(BCGConfig.max_bundled; -1: envs / 8; 0: skip that row)')
 
 
-def _memory_mb(compiled):
+def memory_mb(compiled):
     """Return XLA's estimate of the executable's peak memory [MB], or None."""
     try:
         m = compiled.memory_analysis()
@@ -66,7 +66,7 @@ def run(args) -> int:
         c_s, it_s, out, compiled = g1_grad.timed(fn, params, state.qpos, state.qvel,
                                                  repeats=repeats)
         finite = all(bool(jax.numpy.all(jax.numpy.isfinite(x))) for x in jax.tree.leaves(out))
-        rows['mjx'] = (c_s, it_s, _memory_mb(compiled), None)
+        rows['mjx'] = (c_s, it_s, memory_mb(compiled), None)
         print(f'mjx (iterations 1): compile {c_s:.1f} s, {it_s:.2f} s per gradient, '
               f'{substeps / it_s:.0f} env-substeps/s, gradient finite: {finite}', flush=True)
     gather = max(1, envs // 8) if args.max_bundled < 0 else args.max_bundled
@@ -76,7 +76,7 @@ def run(args) -> int:
     for name, cfg in configs:
         fn = g1_grad.bcg_grad_fn(s, cfg, horizon)
         c_s, it_s, out, compiled = g1_grad.timed(fn, sim, params, state, key, repeats=repeats)
-        rows[name] = (c_s, it_s, _memory_mb(compiled), float(out[2]))
+        rows[name] = (c_s, it_s, memory_mb(compiled), float(out[2]))
         print(f'{name}: compile {c_s:.1f} s, {it_s:.2f} s per gradient, '
               f'{substeps / it_s:.0f} env-substeps/s, bundle rate {float(out[2]):.1%}',
               flush=True)

@@ -152,11 +152,15 @@ def slope(degrees: float, start: float = 1.0, spacing: float = 0.25) -> HeightFi
 
 
 def steps(height: float, length: float = 0.4, start: float = 1.0,
-          spacing: float = 0.02) -> HeightField:
-    """Stairs up along +x: ``height`` [m] per step, ``length`` [m] deep, from x = ``start``."""
+          spacing: float = 0.02, extent=(EXTENT[0], (-1.5, 1.5))) -> HeightField:
+    """
+    Stairs up along +x: ``height`` [m] per step, ``length`` [m] deep, from x = ``start``.
+
+    ``extent``: the (x, y) ranges [m] the control grid covers (a small scene needs less).
+    """
     if length <= 4 * spacing:
         raise TerrainError(f'steps: a step must be deeper than {4 * spacing} m, got {length}')
-    xs, ys = _grid(spacing, (EXTENT[0], (-1.5, 1.5)))
+    xs, ys = _grid(spacing, extent)
     h = height * np.floor(np.maximum(xs - start, -1e-9) / length + 1.0) * (xs >= start)
     return from_heights(np.repeat(h[:, None], len(ys), 1), spacing, (xs[0], ys[0]), 'steps')
 

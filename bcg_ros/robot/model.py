@@ -124,7 +124,7 @@ def load(path: Optional[Union[str, pathlib.Path]] = None,
                                 size=[0.0, 0.0, 0.05], friction=list(FLOOR_FRICTION),
                                 contype=1, conaffinity=1)
     if ground is not None:
-        _add_ground(spec, ground)
+        add_ground(spec, ground)
     switched = [g for g in spec.geoms if g.group == 3 and g.name.endswith('_collision')
                 and g.contype == 0 and g.conaffinity == 0] if whole_body else []
     for g in switched:
@@ -138,7 +138,7 @@ def load(path: Optional[Union[str, pathlib.Path]] = None,
     return _index(path, _compile(spec, path), added_floor, name)
 
 
-def _add_ground(spec: mujoco.MjSpec, ground: Ground) -> None:
+def add_ground(spec: mujoco.MjSpec, ground: Ground) -> None:
     """Put ``ground`` in the world as an hfield geom; planes stop colliding and are hidden."""
     for g in spec.geoms:
         if g.type == mujoco.mjtGeom.mjGEOM_PLANE:
