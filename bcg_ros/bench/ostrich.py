@@ -263,8 +263,8 @@ def run(args) -> int:
             for name, s in times.items():
                 steps = knots * bs.steps_per_knot(TRAJOPT_DT[name])
                 print(f'  {name:10} {s * 1e3:9.1f} ms  ({steps} steps of '
-                      f'{TRAJOPT_DT[name] * 1e3:g} ms)')
-            print(f'  mjx / implicit: {times["mjx"] / times["implicit"]:.1f}x')
+                      f'{TRAJOPT_DT[name] * 1e3:g} ms, {s / steps * 1e3:.3f} ms per step)')
+            print(f'  mjx / implicit: {times["mjx"] / times["implicit"]:.1f}x per pass')
     if 'memory' in parts:
         sizes = state_bytes()
         print(f'memory: peak bytes of one gradient (XLA memory analysis) against T steps; a '
