@@ -25,8 +25,8 @@ setup(
     name=PACKAGE,
     version='0.1.0',
     packages=find_packages(exclude=['test']),
-    package_data={PACKAGE: ['models/*.xml', 'motions/*.npz', 'motions/*.csv', 'policies/*.onnx',
-                            'policies/*.md', 'policies/*.png']},
+    package_data={PACKAGE: ['models/*.xml', 'models/*.npz', 'motions/*.npz', 'motions/*.csv',
+                            'policies/*.onnx', 'policies/*.md', 'policies/*.png']},
     data_files=[
         ('share/ament_index/resource_index/packages', ['resource/' + PACKAGE]),
         ('share/' + PACKAGE, ['package.xml']),

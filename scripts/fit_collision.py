@@ -27,16 +27,14 @@ import argparse
 import pathlib
 import sys
 from dataclasses import dataclass
-from typing import Dict, List, Tuple
+from typing import Dict, Tuple
 
 import mujoco
 import numpy as np
 from scipy.spatial import ConvexHull
 
-from bcg_ros.robot import g1
+from bcg_ros.robot import g1, meshes
 
-REPO = pathlib.Path(__file__).resolve().parents[1]
-OFFICIAL = REPO.parent / 'shared' / 'reference' / 'g1_official' / 'g1_29dof.xml'
 
 PARTS = {'head_link': 'head'}
 """Meshes fitted as a shape of their own, as a named part of their link."""
@@ -77,23 +75,6 @@ class Fit:
         axial = np.clip(loc[:, 2], -half, half)
         d = np.linalg.norm(loc - np.outer(axial, [0.0, 0.0, 1.0]), axis=1)
         return np.maximum(d - self.size[0], 0.0)
-
-
-def link_vertices(m: mujoco.MjModel) -> Dict[Tuple[str, str], np.ndarray]:
-    """Vertices of each link's visual meshes in the link frame, keyed by (link, part)."""
-    out: Dict[Tuple[str, str], List[np.ndarray]] = {}
-    for gid in range(m.ngeom):
-        if m.geom_type[gid] != mujoco.mjtGeom.mjGEOM_MESH or m.geom_group[gid] != 1:
-            continue
-        mid = m.geom_dataid[gid]
-        adr, num = m.mesh_vertadr[mid], m.mesh_vertnum[mid]
-        rot = np.zeros(9)
-        mujoco.mju_quat2Mat(rot, m.geom_quat[gid])
-        pts = m.mesh_vert[adr:adr + num] @ rot.reshape(3, 3).T + m.geom_pos[gid]
-        link = mujoco.mj_id2name(m, mujoco.mjtObj.mjOBJ_BODY, m.geom_bodyid[gid])
-        part = PARTS.get(mujoco.mj_id2name(m, mujoco.mjtObj.mjOBJ_MESH, mid), '')
-        out.setdefault((link, part), []).append(pts)
-    return {k: np.unique(np.concatenate(v).round(6), axis=0) for k, v in out.items()}
 
 
 def hull(pts: np.ndarray) -> np.ndarray:
@@ -202,14 +183,13 @@ def _tuple(xs, digits: int) -> str:
 def main(argv=None) -> int:
     """Fit every link and print the table."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[1])
-    parser.add_argument('--official', type=pathlib.Path, default=OFFICIAL,
+    parser.add_argument('--official', type=pathlib.Path, default=meshes.OFFICIAL_XML,
                         help='the official g1_29dof.xml (its meshes/ beside it)')
     args = parser.parse_args(argv)
     if not args.official.is_file():
         print(f'{args.official}: no such file', file=sys.stderr)
         return 1
-    m = mujoco.MjSpec.from_file(str(args.official)).compile()
-    verts = link_vertices(m)
+    verts = meshes.link_vertices(args.official, PARTS)
     fits: Dict[Tuple[str, str], Fit] = {}
     for (link, part), pts in list(verts.items()):
         pts = verts[link, part] = hull(pts)
