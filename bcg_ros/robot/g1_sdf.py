@@ -4,10 +4,12 @@ The G1's links as smooth SDFs: unions of smooth convex polytopes fitted to its m
 ``bcg_ros/models/g1_sdf.npz`` holds, for every body of :data:`bcg_ros.robot.g1.BODIES`
 in that order, up to P convex pieces of M planes each in the body frame
 (:class:`bcg_ros.core.sdf.PolytopeSet`); ``scripts/fit_sdf.py`` writes it from the
-official meshes and prints :func:`fit_errors`. :func:`load` reads it.
+official meshes and prints :func:`fit_errors`. :func:`load` reads it;
+``python -m bcg_ros.robot.g1_sdf`` prints the stored set's errors against the meshes.
 """
 
 import pathlib
+import sys
 from typing import Dict, List, Mapping, Sequence, Tuple
 
 import jax
@@ -73,13 +75,21 @@ def fit_errors(loaded: Tuple[Tuple[str, ...], sdf.PolytopeSet],
     which adds the concave and inner parts of the mesh that convex pieces fill.
     """
     names, shapes = loaded
+    body = jax.jit(jax.vmap(shapes.body, (None, 0)))
+
+    def phi(i: int, pts: np.ndarray) -> np.ndarray:
+        # Fixed-size chunks with the body index traced: one compile for all bodies.
+        chunk = 4096
+        padded = np.zeros((-(-len(pts) // chunk) * chunk, 3))
+        padded[:len(pts)] = pts
+        vals = [np.asarray(body(jnp.int32(i), jnp.asarray(c, shapes.normals.dtype)))
+                for c in padded.reshape(-1, chunk, 3)]
+        return 1e3 * np.concatenate(vals)[:len(pts)].astype(np.float64)
+
     out: Dict[str, Dict[str, float]] = {}
     for i, name in enumerate(names):
         pts = np.concatenate([v for (link, _), v in verts.items() if link == name])
-        skin = pts[ConvexHull(pts).vertices]
-        f = jax.jit(jax.vmap(lambda p, i=i: shapes.body(i, p)))
-        phi_all = 1e3 * np.asarray(f(jnp.asarray(pts, shapes.normals.dtype)), np.float64)
-        phi_skin = 1e3 * np.asarray(f(jnp.asarray(skin, shapes.normals.dtype)), np.float64)
+        phi_all, phi_skin = phi(i, pts), phi(i, pts[ConvexHull(pts).vertices])
         out[name] = dict(skin_max=float(np.abs(phi_skin).max()),
                          skin_rms=float(np.sqrt(np.mean(phi_skin ** 2))),
                          out_max=float(max(phi_all.max(), 0.0)),
@@ -95,3 +105,18 @@ def error_table(errors: Mapping[str, Mapping[str, float]]) -> str:
         rows.append(f"| {name} | {e['skin_max']:.2f} | {e['skin_rms']:.2f} | "
                     f"{e['out_max']:.2f} | {e['all_rms']:.2f} |")
     return '\n'.join(rows)
+
+
+def main(argv=None) -> int:
+    """Print the stored set's fit errors against the official meshes (a Markdown table)."""
+    from bcg_ros.robot import meshes
+
+    if not meshes.OFFICIAL_XML.is_file():
+        print(f'{meshes.OFFICIAL_XML}: no such file (the official G1 model)', file=sys.stderr)
+        return 1
+    print(error_table(fit_errors(load(), meshes.link_vertices(parts=PARTS))))
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())
