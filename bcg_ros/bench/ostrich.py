@@ -60,7 +60,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument('--inits', type=int, default=10,
                         help='random initialisations of the optimisation (--quick: 3)')
     parser.add_argument('--iterations', type=int, default=200,
-                        help='Adam iterations (--quick: 40)')
+                        help='Adam iterations (--quick: 100)')
     parser.add_argument('--horizon', type=float, default=3.0,
                         help='optimisation horizon [s] (--quick: 2)')
     parser.add_argument('--lr', type=float, default=0.02, help='Adam learning rate [m]')
@@ -222,7 +222,7 @@ def run(args) -> int:
     quick = args.quick
     parts = set(args.parts.split(','))
     inits = 3 if quick else args.inits
-    iterations = 40 if quick else args.iterations
+    iterations = 100 if quick else args.iterations
     horizon = 2.0 if quick else args.horizon
     repeats = 3 if quick else args.repeats
     horizons = [int(t) for t in ('10,100' if quick else args.horizons).split(',')]
