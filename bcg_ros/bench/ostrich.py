@@ -216,7 +216,13 @@ def run(args) -> int:
 
     enable_compilation_cache()
     import jax
-    jax.config.update('jax_enable_x64', True)
+    # Float64 for this benchmark only: a caller in the same process keeps its own setting.
+    with jax.enable_x64(True):
+        return _measure(args)
+
+
+def _measure(args) -> int:
+    """The body of :func:`run`, under float64."""
     from bcg_ros.bench import box_step as bs
 
     quick = args.quick
