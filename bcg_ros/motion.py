@@ -57,6 +57,9 @@ CONTACT_HEIGHT = 5e-3
 """check_motion: a foot sphere whose lowest point is below 5 mm touches the floor [m]."""
 SLIDE_TOL = 1e-2
 """check_motion: a foot sphere that keeps touching moves at most 1 cm horizontally [m]."""
+COP_TOL = 2e-2
+"""motion_stats: a centre of pressure this far outside the support polygon counts as out [m]."""
+GRAVITY = 9.81
 KEY_POS_TOL = 1e-3
 """check_motion: stored key points agree with forward kinematics within 1 mm [m]."""
 JOINT_LIMIT_TOL = 1e-6
@@ -699,6 +702,113 @@ def stance_slide(spheres: np.ndarray) -> np.ndarray:
     return slide
 
 
+def support_polygon(points: np.ndarray) -> np.ndarray:
+    """
+    Return the convex hull [N, 2] of 2D ``points``, counter-clockwise.
+
+    Fewer than three distinct points (or collinear ones) give the segment's two
+    ends or the single point: a support on two toe spheres is a line.
+    """
+    pts = sorted(set(map(tuple, np.round(np.asarray(points, np.float64), 9))))
+    if len(pts) <= 2:
+        return np.asarray(pts, np.float64).reshape(-1, 2)
+
+    def cross(o, a, b):
+        return (a[0] - o[0]) * (b[1] - o[1]) - (a[1] - o[1]) * (b[0] - o[0])
+    chains = []
+    for seq in (pts, pts[::-1]):
+        chain: list = []
+        for p in seq:
+            while len(chain) >= 2 and cross(chain[-2], chain[-1], p) <= 1e-12:
+                chain.pop()
+            chain.append(p)
+        chains.append(chain[:-1])
+    hull = np.asarray(chains[0] + chains[1], np.float64)
+    return hull if len(hull) >= 3 else hull[[0, -1]]
+
+
+def closest_in_polygon(poly: np.ndarray, p: np.ndarray) -> Tuple[np.ndarray, float]:
+    """
+    Return the point of convex ``poly`` (from :func:`support_polygon`) nearest ``p``.
+
+    Also its signed distance: positive outside (how far ``p`` is from the
+    polygon), negative inside (how far from the nearest edge).
+    """
+    p = np.asarray(p, np.float64)
+    if len(poly) == 1:
+        return poly[0].copy(), float(np.linalg.norm(p - poly[0]))
+    a, b = poly, np.roll(poly, -1, axis=0)
+    if len(poly) == 2:
+        a, b = poly[:1], poly[1:]
+    ab = b - a
+    s = np.clip(np.einsum('ij,ij->i', p - a, ab) / np.maximum((ab * ab).sum(-1), 1e-18), 0, 1)
+    near = a + s[:, None] * ab
+    dist = np.linalg.norm(near - p, axis=-1)
+    k = int(np.argmin(dist))
+    inside = len(poly) >= 3 and np.all(ab[:, 0] * (p[1] - a[:, 1])
+                                       - ab[:, 1] * (p[0] - a[:, 0]) >= 0.0)
+    if inside:
+        return p.copy(), -float(dist[k])
+    return near[k], float(dist[k])
+
+
+def centre_of_pressure(motion: Motion, robot=None
+                       ) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """
+    Return what the floor must do for ``motion``: CoP [T, 2], force [T, 3], CoM [T, 3].
+
+    Newton-Euler on the whole robot from its kinematics alone: the ground force
+    is ``m (a_com - g)``, the centre of pressure the point of the floor (z = 0)
+    about which that force gives the rate of change of the angular momentum
+    about the centre of mass (MuJoCo's ``subtree_angmom``), both by central
+    differences. Where the force is small (flight) the CoP is meaningless;
+    :func:`balance_stats` only reads it in frames with a foot down.
+    """
+    import mujoco
+    robot = robot if robot is not None else _default_model()
+    model = robot.model
+    data = mujoco.MjData(model)
+    qpos, qvel = reference_state(motion, robot)
+    root = int(model.jnt_bodyid[0])
+    com, vel, mom = (np.empty((motion.num_frames, 3)) for _ in range(3))
+    for t in range(motion.num_frames):
+        data.qpos[:], data.qvel[:] = qpos[t], qvel[t]
+        mujoco.mj_kinematics(model, data)
+        mujoco.mj_comPos(model, data)
+        mujoco.mj_comVel(model, data)
+        mujoco.mj_subtreeVel(model, data)
+        com[t], vel[t], mom[t] = (data.subtree_com[root], data.subtree_linvel[root],
+                                  data.subtree_angmom[root])
+    mass = float(model.body_subtreemass[root])
+    force = mass * (_gradient(vel, motion.fps) + np.array([0.0, 0.0, GRAVITY]))
+    torque = _gradient(mom, motion.fps)
+    fz = np.where(np.abs(force[:, 2]) > 1e-6, force[:, 2], 1e-6)
+    cop = np.stack([com[:, 0] - (torque[:, 1] + com[:, 2] * force[:, 0]) / fz,
+                    com[:, 1] + (torque[:, 0] - com[:, 2] * force[:, 1]) / fz], axis=-1)
+    return cop, force, com
+
+
+def balance_stats(motion: Motion, robot=None) -> Dict[str, float]:
+    """
+    Return how far the motion's centre of pressure leaves the feet.
+
+    ``cop_outside_share``: of the frames with a foot sphere down, the share whose
+    :func:`centre_of_pressure` lies more than COP_TOL outside the support
+    polygon (the convex hull of the touching spheres' centres);
+    ``cop_outside_max_cm``: the farthest it gets [cm]. A motion with a high
+    share asks for forces no foot can give: a policy that follows it closely
+    falls, one that stays up must move otherwise.
+    """
+    cop, _, _ = centre_of_pressure(motion, robot)
+    _, spheres = forward_kinematics(motion.root_pos, motion.root_quat, motion.joint_pos, robot)
+    touching = spheres[..., 2] - g1.FOOT_SPHERE_RADIUS < CONTACT_HEIGHT
+    out = [closest_in_polygon(support_polygon(spheres[t, touching[t], :2]), cop[t])[1]
+           for t in range(motion.num_frames) if touching[t].any()]
+    out = np.maximum(np.asarray(out), 0.0)
+    return {'cop_outside_share': float(np.mean(out > COP_TOL)) if len(out) else 0.0,
+            'cop_outside_max_cm': float(out.max(initial=0.0) * 100.0)}
+
+
 def motion_stats(motion: Motion, robot=None) -> Dict[str, float]:
     """
     Return figures that say how much, and how, a motion moves.
@@ -722,7 +832,8 @@ def motion_stats(motion: Motion, robot=None) -> Dict[str, float]:
       rated speed; ``peak_joint_acc``: largest joint acceleration [rad/s^2], from
       consecutive joint velocities;
     - ``stand_still_cm``: the E_track of standing still (:func:`tracking_error`
-      over all bodies, frame 0's pose held against every frame) [cm].
+      over all bodies, frame 0's pose held against every frame) [cm];
+    - ``cop_outside_share``, ``cop_outside_max_cm``: :func:`balance_stats`.
 
     Foot spheres come from :func:`forward_kinematics` on ``robot`` (the project's
     model when None).
@@ -758,6 +869,7 @@ def motion_stats(motion: Motion, robot=None) -> Dict[str, float]:
                                    / np.asarray(g1.VELOCITY_LIMIT)).max()),
         'peak_joint_acc': float(acc.max(initial=0.0)),
         'stand_still_cm': float(tracking_error(bodies[:1], bodies).mean() * 100.0),
+        **balance_stats(motion, robot),
     }
 
 

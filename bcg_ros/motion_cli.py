@@ -34,6 +34,8 @@ ROWS: Tuple[Tuple[str, str, float, str], ...] = (
     ('peak_joint_speed', 'peak joint speed [of rated]', 1.0, '.2f'),
     ('peak_joint_acc', 'peak joint acceleration [rad/s^2]', 1.0, '.0f'),
     ('stand_still_cm', 'stand-still E_track (frame 0 held) [cm]', 1.0, '.1f'),
+    ('cop_outside_share', 'stance frames with the CoP > 2 cm off the feet [%]', 100.0, '.0f'),
+    ('cop_outside_max_cm', 'farthest CoP off the feet [cm]', 1.0, '.1f'),
 )
 """Table rows: (motion_stats key, label, scale, format spec)."""
 

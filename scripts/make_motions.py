@@ -583,13 +583,13 @@ def make_fight() -> Clip:
     """
     Make a fight: a stance step, an advance with punches, two front kicks, a retreat.
 
-    Step the right foot back into a guard; advance 0.3 m (left foot, then
-    right) with a left jab and a right cross; right front kick; retreat 0.3 m;
+    Step the right foot back into a guard; advance 0.22 m (left foot, then
+    right) with a left jab and a right cross; right front kick; retreat 0.22 m;
     left front kick; left hook, right uppercut; step back to standing. The root
     carries the weight onto the stance foot for each step and almost all of it
     for a kick.
     """
-    w, stagger, half, step = FOOT_Y, 0.3, 0.1, 0.35
+    w, stagger, half, step = FOOT_Y, 0.22, 0.1, 0.35
     # Guard stance: both feet and the pelvis turned 0.25 rad to the right (left
     # shoulder forward), so a kicking leg swings in the plane it faces.
     turn = -0.25
@@ -609,14 +609,16 @@ def make_fight() -> Clip:
             Hold(advance + step, retreat + step + 0.15, stagger, half, turn, shift=0.1),
             Hold(retreat + 2 * step + 0.15, kick_l, 0.0, half, turn, shift=0.1),
             Hold(kick_l + KICK, np.inf, 0.0, w,
-                 path=_kick(kick_l, (0.0, half), (0.0, w), (-0.26, -0.02), turn, 0.55, 0.35),
+                 path=_kick(kick_l, (0.0, half), (0.0, w), (0.04 - stagger, -0.02), turn, 0.55,
+                            0.35),
                  shift=0.8, lead=0.9)]
     right = [Hold(0.0, back, 0.0, -w),
              Hold(back + step, advance + step + 0.15, -stagger, -half, turn, shift=0.6,
-                  roll=0.3),
+                  roll=0.5, roll_time=0.3),
              Hold(advance + 2 * step + 0.15, kick_r, 0.0, -half, turn, toe=0.5, shift=0.1),
              Hold(kick_r + KICK, retreat, 0.0, -half, turn,
-                  path=_kick(kick_r, (0.0, -half), (0.0, -half), (0.26, 0.02), turn, 0.55, 0.4),
+                  path=_kick(kick_r, (0.0, -half), (0.0, -half), (stagger - 0.04, 0.02), turn,
+                            0.55, 0.4),
                   shift=0.8, lead=0.9),
              Hold(retreat + step, close, -stagger, -half, turn, toe=0.5, shift=0.1),
              Hold(close + step, np.inf, 0.0, -w, shift=0.6)]
@@ -801,10 +803,172 @@ def solve_legs(robot: g1_model.G1Model, clip: Clip) -> np.ndarray:
     return out
 
 
-def build(name: str, robot: g1_model.G1Model) -> motion_lib.Motion:
-    """Make one clip as a Motion."""
-    clip = MAKERS[name]()
+# Balance.
+
+BALANCED = ('run', 'fight')
+"""Clips whose root is moved by :func:`balance` (jump and dance keep their keyed root)."""
+BALANCE_MARGIN = 0.02
+"""balance: the centre of pressure is kept this far inside the support polygon [m]."""
+REST_FRAMES = 5
+"""balance: frames at each end where the root is not moved (the clip is at rest there)."""
+
+
+def balance(robot: g1_model.G1Model, clip: Clip, iterations: int = 8, reg: float = 0.05
+            ) -> Tuple[np.ndarray, List[Dict[str, float]]]:
+    """
+    Move the clip's root sideways and fore-aft so its feet can carry it; return legs.
+
+    Keyframed weight shifts ask the floor for a centre of pressure (CoP) that
+    no foot can give (:func:`bcg_ros.motion.balance_stats`). Each iteration
+    computes the CoP the clip needs, projects it into the support polygon
+    shrunk by BALANCE_MARGIN, and solves, by least squares over the whole clip,
+    for a horizontal root offset ``d`` whose cart-table CoP change
+    ``d - h d''`` (``h``: CoM height over vertical acceleration plus gravity)
+    makes up the difference, with ``d'' = 0`` in flight (the flights stay
+    ballistic), ``d = 0`` over REST_FRAMES at both ends, and a small weight on
+    ``d`` itself. The feet stay where they are keyed; the legs are solved
+    again. Returns the joint angles and each iteration's balance figures.
+    """
+    dt = 1.0 / FPS
+    n = len(clip.t)
+    d2 = (np.eye(n, k=-1) - 2.0 * np.eye(n) + np.eye(n, k=1))[1:-1] / dt ** 2
+    log = []
+    fit_reach(robot, clip)
     joint_pos = solve_legs(robot, clip)
+    for _ in range(iterations):
+        motion = motion_lib.from_trajectory(clip_name(clip), FPS, clip.root_pos,
+                                            rpy_to_quat(clip.root_rpy), joint_pos, robot)
+        log.append(motion_lib.balance_stats(motion, robot))
+        cop, force, com = motion_lib.centre_of_pressure(motion, robot)
+        _, spheres = motion_lib.forward_kinematics(clip.root_pos, rpy_to_quat(clip.root_rpy),
+                                                   joint_pos, robot)
+        touching = spheres[..., 2] - g1.FOOT_SPHERE_RADIUS < motion_lib.CONTACT_HEIGHT
+        stance = touching.any(axis=1)
+        want = cop.copy()
+        for t in np.flatnonzero(stance):
+            poly = motion_lib.support_polygon(spheres[t, touching[t], :2])
+            near, dist = motion_lib.closest_in_polygon(poly, cop[t])
+            if dist > -BALANCE_MARGIN:
+                inward = poly.mean(axis=0) - near
+                length = np.linalg.norm(inward)
+                step = min(BALANCE_MARGIN, length)
+                want[t] = near + (inward / length * step if length > 1e-9 else 0.0)
+        mass = float(robot.model.body_subtreemass[int(robot.model.jnt_bodyid[0])])
+        lift = np.maximum(force[:, 2] / mass, 0.2 * GRAVITY)
+        h = com[:, 2] / lift
+        rows, rhs = [], []
+        cart = np.eye(n)[1:-1] - h[1:-1, None] * d2
+        inner = stance[1:-1]
+        rows.append(cart[inner])
+        rhs.append((want - cop)[1:-1][inner])
+        rows.append(10.0 * 0.07 * d2[~inner])
+        rhs.append(np.zeros(((~inner).sum(), 2)))
+        ends = np.r_[0:REST_FRAMES, n - REST_FRAMES:n]
+        rows.append(100.0 * np.eye(n)[ends])
+        rhs.append(np.zeros((len(ends), 2)))
+        rows.append(reg * np.eye(n))
+        rhs.append(np.zeros((n, 2)))
+        offset = np.linalg.lstsq(np.concatenate(rows), np.concatenate(rhs), rcond=None)[0]
+        offset[ends] = 0.0
+        for a, b in _runs(~stance):  # exactly straight in flight: ballistic
+            lo, hi = max(a - 1, 0), min(b, n - 1)
+            offset[lo:hi + 1] = np.linspace(offset[lo], offset[hi], hi - lo + 1)
+        # A step the legs cannot follow (a foot out of reach or past an ankle limit) is
+        # halved until they can; the clip stays as balanced as the legs allow.
+        base = clip.root_pos.copy()
+        for scale in (1.0, 0.5, 0.25, 0.0):
+            clip.root_pos[:] = base
+            clip.root_pos[:, :2] += scale * offset
+            fit_reach(robot, clip)
+            try:
+                joint_pos = solve_legs(robot, clip)
+                break
+            except RuntimeError:
+                continue
+        if scale == 0.0:
+            break
+    motion = motion_lib.from_trajectory(clip_name(clip), FPS, clip.root_pos,
+                                        rpy_to_quat(clip.root_rpy), joint_pos, robot)
+    log.append(motion_lib.balance_stats(motion, robot))
+    return joint_pos, log
+
+
+def _runs(mask: np.ndarray) -> List[Tuple[int, int]]:
+    """Return the (first, one past the last) index of each run of True in ``mask``."""
+    edges = np.diff(np.concatenate([[0], mask.astype(int), [0]]))
+    return list(zip(np.flatnonzero(edges > 0), np.flatnonzero(edges < 0)))
+
+
+def clip_name(clip: Clip) -> str:
+    """Return a placeholder name for a clip's intermediate motions."""
+    return 'balancing'
+
+
+REACH = 0.95
+"""fit_reach: a leg's hip-to-ankle distance stays within this share of its straight length."""
+
+
+def fit_reach(robot: g1_model.G1Model, clip: Clip) -> None:
+    """
+    Lower the root where a leg would have to reach further than REACH of its length.
+
+    Moving the root over the feet (:func:`balance`) can take a hip beyond a
+    foot's reach (a foot more than 3 cm up, a kick, is not considered). The drop
+    each frame needs is spread over 0.3 s (largest within the window, then a
+    smooth window); in a flight it is the straight line between the flight's
+    ends, so a flight stays ballistic; it fades out toward the REST_FRAMES at
+    each end, where the clip stands.
+    """
+    model = robot.model
+    data = mujoco.MjData(model)
+    hips = [model.body_parentid[robot.foot_bodies[s]] for s in (0, 1)]
+    for _ in range(5):  # the parents of the ankle-roll link, up to the hip pitch link
+        hips = [model.body_parentid[b] for b in hips]
+    data.qpos[:] = model.qpos0
+    data.qpos[2] = 1.0
+    mujoco.mj_kinematics(model, data)
+    straight = np.linalg.norm(data.xpos[hips[0]] - data.xpos[robot.foot_bodies[0]])
+    limit = REACH * straight
+    quat = rpy_to_quat(clip.root_rpy)
+    drop = np.zeros(len(clip.t))
+    for t in range(len(clip.t)):
+        data.qpos[0:3], data.qpos[3:7] = clip.root_pos[t], quat[t]
+        mujoco.mj_kinematics(model, data)
+        for side in (0, 1):
+            if clip.feet[t, side, 2] > 0.03:
+                continue  # a foot well off the floor (a kick) bends its knee to reach
+            ankle = clip.feet[t, side].copy()
+            ankle[2] += sole_height(clip.foot_rot[t, side, 0])
+            gap = ankle - data.xpos[hips[side]]
+            flat = np.linalg.norm(gap[:2])
+            if np.linalg.norm(gap) > limit and flat < limit:
+                drop[t] = max(drop[t], -gap[2] - np.sqrt(limit ** 2 - flat ** 2))
+    if not drop.any():
+        return
+    half = int(round(0.15 * FPS))
+    padded = np.pad(drop, half, mode='edge')
+    drop = np.array([padded[t:t + 2 * half + 1].max() for t in range(len(drop))])
+    window = np.hanning(2 * half + 3)[1:-1]
+    drop = np.convolve(np.pad(drop, half, mode='edge'), window / window.sum(), mode='valid')
+    for a, b in _runs((clip.feet[:, :, 2] > 0.0).all(axis=1)):
+        lo, hi = max(a - 1, 0), min(b, len(drop) - 1)
+        drop[lo:hi + 1] = np.linspace(drop[lo], drop[hi], hi - lo + 1)
+    # None at the ends, where the clip stands at rest.
+    k = np.arange(len(drop))
+    drop *= smooth5((k - REST_FRAMES) / 10.0) * smooth5((len(drop) - 1 - REST_FRAMES - k) / 10.0)
+    clip.root_pos[:, 2] -= drop
+
+
+def build(name: str, robot: g1_model.G1Model) -> motion_lib.Motion:
+    """Make one clip as a Motion (BALANCED clips through :func:`balance`)."""
+    clip = MAKERS[name]()
+    if name in BALANCED:
+        joint_pos, log = balance(robot, clip)
+        print(f'{name}: balance, CoP outside by > 2 cm in '
+              + ', '.join(f'{g["cop_outside_share"]:.0%} (max {g["cop_outside_max_cm"]:.1f} cm)'
+                          for g in log) + ' of stance frames')
+    else:
+        joint_pos = solve_legs(robot, clip)
     return motion_lib.from_trajectory(name, FPS, clip.root_pos, rpy_to_quat(clip.root_rpy),
                                       joint_pos, robot)
 

@@ -14,9 +14,9 @@ from bcg_ros.robot import model as g1_model
 REPO = pathlib.Path(__file__).resolve().parents[1]
 
 CLIP_SHA256 = {
-    'run': '5744ea0d0c07613475366d32b28c6421f110bd1f150ac3745237df2c4f376c57',
+    'run': '0a5a4f2b32b3960f36d02fb8ac99eba5451a9923f851cb730766b14051fbe315',
     'jump': 'fdc0e7f8d02ef4161af54b9928923d4b085c7231b67dc26dc5604770f107701e',
-    'fight': '808d06428d8034e926df94a2c5a9785f95d83bac7f08d66103ebcf64e2ad1f01',
+    'fight': 'afbac95dfd3d4ecaac9f6082d4de344b422515b6e689594a12bc4809685e48de',
     'dance': '99883dcead21b268a2f344135d5fde56c551ec36615c8a54b138922a60e2f939',
 }
 """Content digests (motion_cli.content_digest) of the committed clips.
@@ -29,6 +29,8 @@ STAND_STILL_MIN_CM = 15.0
 """A dynamic clip is at least this far (key-point E_track) from holding frame 0."""
 JOINT_ACC_MAX = 450.0
 """Smoothness: no joint changes speed faster than this [rad/s^2] between frames."""
+BALANCED_SHARE_MAX = 0.02
+"""run and fight (balanced by make_motions): stance frames with the CoP off the feet."""
 
 
 @pytest.fixture(scope='module')
@@ -238,3 +240,73 @@ def test_cli_info_fails_on_a_malformed_file(capsys, tmp_path):
 def test_cli_is_a_console_script():
     setup = (REPO / 'setup.py').read_text()
     assert "'bcg-motion = bcg_ros.motion_cli:main'," in setup
+
+
+# The centre of pressure a motion needs.
+
+def test_support_polygon_and_distance():
+    square = M.support_polygon([[0, 0], [1, 0], [1, 1], [0, 1], [0.5, 0.5]])
+    assert len(square) == 4
+    near, dist = M.closest_in_polygon(square, [0.5, 0.25])
+    assert np.allclose(near, [0.5, 0.25]) and dist == pytest.approx(-0.25)
+    near, dist = M.closest_in_polygon(square, [2.0, 0.5])
+    assert np.allclose(near, [1.0, 0.5]) and dist == pytest.approx(1.0)
+    line = M.support_polygon([[0, 0], [1, 0], [0.5, 0.0]])   # two toe spheres: a segment
+    assert len(line) == 2
+    near, dist = M.closest_in_polygon(line, [0.5, 0.3])
+    assert np.allclose(near, [0.5, 0.0]) and dist == pytest.approx(0.3)
+
+
+def test_centre_of_pressure_matches_mujocos_contact_forces(robot):
+    """
+    Record a G1 crouching and rising in MuJoCo; the CoP computed from the recorded
+    kinematics alone must match the one of MuJoCo's own contact forces.
+    """
+    import mujoco
+
+    from bcg_ros.robot import pd
+    sim = g1_model.load()   # a copy of its own: the PD actuators change the model
+    model = sim.model
+    pd.use_pd_actuators(model, sim.actuator_ids, np.asarray(g1.TORQUE_LIMIT, float))
+    data = mujoco.MjData(model)
+    start = M.load_motion('jump', robot=robot)
+    qpos0, _ = M.reference_state(start, robot)
+    data.qpos[:] = qpos0[0]
+    data.qpos[2] += 0.002
+    kp, kd = np.asarray(g1.DEFAULT_KP), np.asarray(g1.DEFAULT_KD)
+    substeps = int(round(1.0 / (start.fps * model.opt.timestep)))
+    qpos, cop_true = [], []
+    # The jump's countermovement crouch fed to the PD, down and back up, the arms swinging.
+    crouch = np.r_[np.arange(70), np.arange(70)[::-1]]
+    for k in crouch:
+        target = start.joint_pos[k]
+        pd.set_pd(model, data, sim.actuator_ids, kp, kd, target)
+        for _ in range(substeps):
+            mujoco.mj_step(model, data)
+        force, moment = np.zeros(3), np.zeros(3)
+        for i in range(data.ncon):
+            f6 = np.zeros(6)
+            mujoco.mj_contactForce(model, data, i, f6)
+            f = data.contact[i].frame.reshape(3, 3).T @ f6[:3]
+            force += f
+            moment += np.cross(data.contact[i].pos, f)
+        qpos.append(data.qpos.copy())
+        fz = max(force[2], 1e-9)
+        cop_true.append([-moment[1] / fz, moment[0] / fz])
+    qpos, cop_true = np.array(qpos), np.array(cop_true)
+    assert qpos[:, 2].min() > 0.5, 'the G1 fell; the check needs it standing'
+    motion = M.from_trajectory('sway', start.fps, qpos[:, 0:3], qpos[:, 3:7],
+                               qpos[:, sim.qpos_adr], robot)
+    cop, force, _ = M.centre_of_pressure(motion, robot)
+    err = np.linalg.norm(cop - cop_true, axis=-1)[5:-5]
+    travel = np.ptp(cop_true[5:-5, 0])
+    assert travel > 0.03, 'the sway must move the CoP for the check to mean something'
+    assert np.median(err) < 0.005 and np.percentile(err, 90) < 0.03, (np.median(err), travel)
+
+
+@pytest.mark.parametrize('name', ('run', 'fight'))
+def test_balanced_clips_keep_the_cop_on_the_feet(clips, name):
+    """make_motions balances these clips: their floor forces are ones feet can give."""
+    stats = clips[name][1]
+    assert stats['cop_outside_share'] <= BALANCED_SHARE_MAX
+    assert stats['cop_outside_max_cm'] < 5.0
