@@ -24,12 +24,12 @@ def test_ppo_learns_the_toy_env():
                         lr_end=1e-3)
     no_add = add.ADDConfig(enabled=False, hidden=(8,), batch_size=16, buffer_size=64)
     st = ppo.init(cfg, no_add, env, jax.random.PRNGKey(0))
-    iterate = jax.jit(ppo.make_iterate(cfg, no_add, env, 60))
+    iterate = jax.jit(ppo.make_iterate(cfg, no_add, env))
     key = jax.random.PRNGKey(1)
     e = []
     for _ in range(60):
         key, k = jax.random.split(key)
-        st, m = iterate(st, k)
+        st, m = iterate(st, k, 60)
         e.append(float(m['e_track']))
         assert np.isfinite(m['value_loss'])
     first, last = np.mean(e[:5]), np.mean(e[-5:])

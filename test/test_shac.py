@@ -102,14 +102,20 @@ def test_per_env_gradients_are_each_envs_own_and_sum_to_the_batch_gradient():
 def test_shac_learns_the_toy_env_without_recompiling():
     env = toy_env.ToyEnv(toy_env.ToyEnvConfig(num_envs=32))
     st = shac.init(SMALL, NO_ADD, env, jax.random.PRNGKey(0))
-    iterate = jax.jit(shac.make_iterate(SMALL, NO_ADD, env, 80))
+    iterate = jax.jit(shac.make_iterate(SMALL, NO_ADD, env))
     key = jax.random.PRNGKey(1)
     e = []
     for _ in range(80):
         key, k = jax.random.split(key)
-        st, m = iterate(st, k)
+        st, m = iterate(st, k, 80)
         e.append(float(m['e_track']))
     assert iterate._cache_size() == 1, 'the state must keep its types across iterations'
+    # The run's length is an argument, not a constant: a longer run reuses the executable,
+    # and its learning rate is the one the longer decay gives.
+    _, m_long = iterate(st, key, 8000)
+    _, m_end = iterate(st, key, 81)
+    assert iterate._cache_size() == 1
+    assert float(m_long['actor_lr']) > float(m_end['actor_lr'])
     first, last = np.mean(e[:5]), np.mean(e[-5:])
     # A policy that ignores the reference drifts off the circle (E_track > 10 cm).
     assert first > 10.0
@@ -122,12 +128,12 @@ def test_shac_with_add_reward_only_tracks():
     env = toy_env.ToyEnv(toy_env.ToyEnvConfig(num_envs=32, tracking_weight=0.0))
     cfg_add = add.ADDConfig(hidden=(32, 32), lr=2e-3, batch_size=64, buffer_size=1024)
     st = shac.init(SMALL, cfg_add, env, jax.random.PRNGKey(0))
-    iterate = jax.jit(shac.make_iterate(SMALL, cfg_add, env, 80))
+    iterate = jax.jit(shac.make_iterate(SMALL, cfg_add, env))
     key = jax.random.PRNGKey(1)
     e = []
     for _ in range(80):
         key, k = jax.random.split(key)
-        st, m = iterate(st, k)
+        st, m = iterate(st, k, 80)
         e.append(float(m['e_track']))
     first, last = np.mean(e[:5]), np.mean(e[-5:])
     assert last < 0.5 * first, f'E_track {first:.1f} -> {last:.1f} cm'
@@ -159,7 +165,7 @@ def test_privileged_critic_reads_its_own_input():
     assert st.critic_norm.mean.shape == (env.obs_size + 3,)
     _, (_, data) = shac._rollout(st.actor, st, jax.random.PRNGKey(1), SMALL, NO_ADD, env)
     assert data['cobs'].shape == (SMALL.horizon, 8, env.obs_size + 3)
-    st2, m = jax.jit(shac.make_iterate(SMALL, NO_ADD, env, 10))(st, jax.random.PRNGKey(2))
+    st2, m = jax.jit(shac.make_iterate(SMALL, NO_ADD, env))(st, jax.random.PRNGKey(2), 10)
     assert np.isfinite(float(m['critic_loss']))
     assert not np.allclose(np.asarray(st2.critic_norm.mean), 0.0)
     pst = ppo.init(ppo.PPOConfig(horizon=8, actor_hidden=(16,), critic_hidden=(16,)), NO_ADD,

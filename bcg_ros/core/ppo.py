@@ -19,6 +19,7 @@ from bcg_ros.core import add as add_mod
 from bcg_ros.core import contact
 from bcg_ros.core import env as env_mod
 from bcg_ros.core import networks
+from bcg_ros.core.shac import linear_lr
 
 
 @dataclass(frozen=True)
@@ -114,11 +115,15 @@ def gae(rewards, values, next_values, dones, gamma: float, lam: float):
     return adv
 
 
-def make_iterate(cfg: PPOConfig, add_cfg: add_mod.ADDConfig, env, total_iterations: int):
-    """Return ``iterate(state, key) -> (state, metrics)``, one PPO iteration (pure)."""
+def make_iterate(cfg: PPOConfig, add_cfg: add_mod.ADDConfig, env):
+    """
+    Return ``iterate(state, key, total_iterations) -> (state, metrics)``, one PPO iteration.
+
+    Pure; ``total_iterations`` may be traced, as in :func:`bcg_ros.core.shac.make_iterate`.
+    """
     tx = _tx(cfg)
 
-    def iterate(st: PPOState, key):
+    def iterate(st: PPOState, key, total_iterations):
         k_roll, k_upd, k_add = jax.random.split(key, 3)
 
         def value(cobs):
@@ -160,8 +165,7 @@ def make_iterate(cfg: PPOConfig, add_cfg: add_mod.ADDConfig, env, total_iteratio
                 'ret': returns.reshape(-1)}
         n = flat['logp'].shape[0]
         mb = n // cfg.minibatches
-        lr = cfg.lr + (cfg.lr_end - cfg.lr) * jnp.clip(
-            st.iteration / max(total_iterations - 1, 1), 0.0, 1.0)
+        lr = linear_lr(cfg.lr, cfg.lr_end, st.iteration, total_iterations)
 
         def loss_fn(params, batch):
             actor, critic = params

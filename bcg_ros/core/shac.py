@@ -104,9 +104,13 @@ def _tx(clip: float, betas):
                        optax.scale_by_adam(b1=betas[0], b2=betas[1]))
 
 
-def linear_lr(lr0: float, lr_end: float, iteration, total: int):
-    """Return the learning rate decayed linearly from ``lr0`` to ``lr_end`` over ``total``."""
-    frac = jnp.clip(iteration / max(total - 1, 1), 0.0, 1.0)
+def linear_lr(lr0: float, lr_end: float, iteration, total):
+    """
+    Return the learning rate decayed linearly from ``lr0`` to ``lr_end`` over ``total``.
+
+    ``total`` may be traced: a run taken on to more iterations keeps its compiled step.
+    """
+    frac = jnp.clip(iteration / jnp.maximum(total - 1, 1), 0.0, 1.0)
     return lr0 + (lr_end - lr0) * frac
 
 
@@ -249,11 +253,16 @@ def _fit_critic(cfg: SHACConfig, st: SHACState, obs, targets, lr, key):
     return params, opt_state, losses[-1]
 
 
-def make_iterate(cfg: SHACConfig, add_cfg: add_mod.ADDConfig, env, total_iterations: int):
-    """Return ``iterate(state, key) -> (state, metrics)``, one SHAC iteration (pure)."""
+def make_iterate(cfg: SHACConfig, add_cfg: add_mod.ADDConfig, env):
+    """
+    Return ``iterate(state, key, total_iterations) -> (state, metrics)``, one SHAC iteration.
+
+    Pure; ``total_iterations`` (the length of the learning-rate decay) is an argument,
+    not a constant of the traced step, so one compiled step serves any run length.
+    """
     actor_tx = _tx(cfg.actor_grad_clip, cfg.betas)
 
-    def iterate(st: SHACState, key):
+    def iterate(st: SHACState, key, total_iterations):
         k_roll, k_critic, k_add = jax.random.split(key, 3)
         (loss, (env_state, data)), grad = jax.value_and_grad(
             _rollout, has_aux=True)(st.actor, st, k_roll, cfg, add_cfg, env)

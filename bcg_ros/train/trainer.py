@@ -136,9 +136,12 @@ class Trainer:
         self.state_shardings = self._shardings(state)
         self.state = jax.device_put(state, self.state_shardings)
         self.key = jax.device_put(key, self._replicated)
-        self._iterate = jax.jit(self.algo.make_iterate(self.algo_cfg, cfg.add, self.env,
-                                                       cfg.run.iterations),
-                                in_shardings=(self.state_shardings, self._replicated),
+        # The run's length is an argument of the step, not a constant in it: a run taken
+        # on to more iterations, or another preset's length, reuses the cached executable.
+        self._total = jax.device_put(np.int32(cfg.run.iterations), self._replicated)
+        self._iterate = jax.jit(self.algo.make_iterate(self.algo_cfg, cfg.add, self.env),
+                                in_shardings=(self.state_shardings, self._replicated,
+                                              self._replicated),
                                 out_shardings=(self.state_shardings, self._replicated))
         self.t_start = time.time()
         self.writer = None
@@ -199,7 +202,7 @@ class Trainer:
         log(compiling_message())
         t0 = time.perf_counter()
         # The same arguments as step() passes: jit's call reuses this executable.
-        self._iterate.lower(self.state, jax.random.split(self.key)[1]).compile()
+        self._iterate.lower(self.state, jax.random.split(self.key)[1], self._total).compile()
         self.compile_s = time.perf_counter() - t0
         log(f'compiled in {self.compile_s:.1f} s')
         return self.compile_s
@@ -212,7 +215,7 @@ class Trainer:
         if self.iteration == 0 and 0 in self.kept_iterations():
             self.save_checkpoint(self.out / 'checkpoint_0.npz')
         key, k = jax.random.split(self.key)
-        state, metrics = self._iterate(self.state, k)
+        state, metrics = self._iterate(self.state, k, self._total)
         metrics = {name: float(v) for name, v in jax.device_get(metrics).items()}
         # The state and its history line move together: a Ctrl-C or SIGTERM arriving in
         # between is held until both are written, so a checkpoint never has one without
