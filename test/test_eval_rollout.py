@@ -94,6 +94,21 @@ def test_known_body_offset(g, zeros_policy, stand):
     assert 30.0 / len(g1.TRACK_BODIES) - e0 - 1e-6 <= e1 <= 30.0 / len(g1.TRACK_BODIES) + e0
 
 
+def test_a_robot_that_trails_its_clip_shows_in_the_velocity_error(g, zeros_policy, stand):
+    # The robot stands; a clip that says it moves at 0.5 m/s (and turns at 0.3 rad/s) gives
+    # velocity errors of 0.5 and 0.3, give or take what standing itself moves.
+    from bcg_ros.eval import metrics
+    run = run_once(zeros_policy, g, 0, QUIET, stand)
+    base = metrics.run_metrics(run, stand)
+    assert base['lin_vel_error'] < 0.05 and base['ang_vel_error'] < 0.05
+    moving = type(stand)(**{**stand.__dict__,
+                            'root_lin_vel': stand.root_lin_vel + [0.5, 0.0, 0.0],
+                            'root_ang_vel': stand.root_ang_vel + [0.0, 0.0, 0.3]})
+    m = metrics.run_metrics(run, moving)
+    assert abs(m['lin_vel_error'] - 0.5) <= base['lin_vel_error'] + 1e-6
+    assert abs(m['ang_vel_error'] - 0.3) <= base['ang_vel_error'] + 1e-6
+
+
 def test_large_constant_action_falls(g, stand, tmp_path):
     c = ct.imitation_contract('stand', stand.num_frames)
     path = synthetic.save_policy(tmp_path / 'fall.onnx', c, bias=6.0)

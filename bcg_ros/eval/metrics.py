@@ -113,6 +113,15 @@ def run_metrics(run, motion: Optional[Motion] = None, fall_height: float = FALL_
                                                  motion.key_pos[f], motion.root_pos[f],
                                                  motion.root_quat[f])
         out['joint_error_rad'] = joint_error_rad(run.joint_pos, motion.joint_pos[f])
+        if not velocity:
+            # How fast it moves against how fast the clip does (a run that trails its
+            # clip shows here), up to a fall, in each one's own base frame.
+            upto = fi if fi > 0 else len(run.time)
+            clip = base_velocity(motion.root_quat[f], motion.root_lin_vel[f],
+                                 ct.quat_rotate_inverse(motion.root_quat[f],
+                                                        motion.root_ang_vel[f]))
+            ach = base_velocity(run.root_quat, run.root_lin_vel, run.root_ang_vel)
+            out.update(velocity_errors(clip[:upto], ach[:upto]))
     if velocity:
         keep = run.time > warmup
         if not np.any(keep):

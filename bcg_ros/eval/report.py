@@ -83,6 +83,9 @@ def markdown(result: Mapping) -> str:
         lines += ['', 'Baselines on the same model, seeds and gains: `stand` holds the '
                   'default pose under the PD, `replay` feeds the reference joint angles to '
                   'the PD open loop.']
+    if result.get('motion') and not result.get('command'):
+        lines += ['', 'Velocity errors against the clip\'s: planar speed (each in its own '
+                  'base frame) and yaw rate, up to a fall.']
     lines += ['', '## Runs', '',
               '| seed | fell | fall time [s] | min root height [m] | penetration [mm] '
               '| E_track [cm] | friction scale | pushes |',
