@@ -259,8 +259,10 @@ def test_support_polygon_and_distance():
 
 def test_centre_of_pressure_matches_mujocos_contact_forces(robot):
     """
-    Record a G1 crouching and rising in MuJoCo; the CoP computed from the recorded
-    kinematics alone must match the one of MuJoCo's own contact forces.
+    Match the CoP of MuJoCo's own contact forces, from the kinematics alone.
+
+    A G1 crouching and rising under the PD is recorded in MuJoCo; the CoP computed
+    from the recorded motion must match the one of the contact forces.
     """
     import mujoco
 
