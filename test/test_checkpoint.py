@@ -119,6 +119,8 @@ def test_export_only_writes_the_policy_with_its_provenance(tmp_path):
     first = _train(out, ['--set', 'run.iterations=2'])
     assert first.returncode == 0, first.stdout + first.stderr
     assert not (out / 'policy.onnx').exists()
+    # It says what it wrote, and only that.
+    assert 'policy.onnx' not in first.stdout and f'wrote {out / "summary.json"}' in first.stdout
     again = _train(out, ['--set', 'run.iterations=2', '--set', 'run.export=true',
                          '--export-only'])
     assert again.returncode == 0, again.stdout + again.stderr
@@ -129,6 +131,7 @@ def test_export_only_writes_the_policy_with_its_provenance(tmp_path):
     # The command that trained it, not the one that exported it.
     assert command[0] == 'bcg-train' and '--export-only' not in command
     assert meta['bcg_ros.iteration'] == '2' and float(meta[ct.CONTACT_K_KEY]) == 300.0
+    assert f'wrote {out / "policy.onnx"} and {out / "summary.json"}' in again.stdout
 
 
 def test_checkpoints_kept_along_the_run(tmp_path):

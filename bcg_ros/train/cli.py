@@ -129,7 +129,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     print(f'iterations {summary["iterations"]}, samples {summary["samples"]}, '
           f'wall {summary["wall_s"]:.0f} s, reward {last.get("reward", float("nan")):.3f}, '
           f'E_track {last.get("e_track", float("nan")):.2f} cm')
-    print(f'wrote {trainer.out / "policy.onnx"} and {trainer.out / report.SUMMARY}')
+    written = ([summary['policy']] if 'policy' in summary else []) + [
+        str(trainer.out / report.SUMMARY)]
+    print('wrote ' + ' and '.join(written))
     return 0
 
 
