@@ -60,6 +60,7 @@ SLIDE_TOL = 1e-2
 COP_TOL = 2e-2
 """motion_stats: a centre of pressure this far outside the support polygon counts as out [m]."""
 GRAVITY = 9.81
+"""Standard gravity [m/s^2]: the clips' ballistic flights and the force they ask for."""
 KEY_POS_TOL = 1e-3
 """check_motion: stored key points agree with forward kinematics within 1 mm [m]."""
 JOINT_LIMIT_TOL = 1e-6
@@ -802,11 +803,22 @@ def balance_stats(motion: Motion, robot=None) -> Dict[str, float]:
     cop, _, _ = centre_of_pressure(motion, robot)
     _, spheres = forward_kinematics(motion.root_pos, motion.root_quat, motion.joint_pos, robot)
     touching = spheres[..., 2] - g1.FOOT_SPHERE_RADIUS < CONTACT_HEIGHT
-    out = [closest_in_polygon(support_polygon(spheres[t, touching[t], :2]), cop[t])[1]
-           for t in range(motion.num_frames) if touching[t].any()]
-    out = np.maximum(np.asarray(out), 0.0)
+    return outside_figures(np.array([
+        closest_in_polygon(support_polygon(spheres[t, touching[t], :2]), cop[t])[1]
+        for t in range(motion.num_frames) if touching[t].any()]))
+
+
+def outside_figures(distance: np.ndarray) -> Dict[str, float]:
+    """Return :func:`balance_stats`'s figures from the CoP's signed distances [m] in stance."""
+    out = np.maximum(np.asarray(distance, np.float64), 0.0)
     return {'cop_outside_share': float(np.mean(out > COP_TOL)) if len(out) else 0.0,
             'cop_outside_max_cm': float(out.max(initial=0.0) * 100.0)}
+
+
+def runs_of(mask: np.ndarray) -> List[Tuple[int, int]]:
+    """Return the (first, one past the last) index of each run of True in ``mask``."""
+    edges = np.diff(np.concatenate([[0], np.asarray(mask).astype(int), [0]]))
+    return list(zip(np.flatnonzero(edges > 0), np.flatnonzero(edges < 0)))
 
 
 def motion_stats(motion: Motion, robot=None) -> Dict[str, float]:
@@ -842,8 +854,7 @@ def motion_stats(motion: Motion, robot=None) -> Dict[str, float]:
     bodies = body_positions(motion, robot)
     bottom = spheres[..., 2] - g1.FOOT_SPHERE_RADIUS
     airborne = bottom.min(axis=1) > CONTACT_HEIGHT
-    edges = np.diff(np.concatenate([[0], airborne.astype(int), [0]]))
-    flights = (np.flatnonzero(edges < 0) - np.flatnonzero(edges > 0)) / motion.fps
+    flights = np.array([b - a for a, b in runs_of(airborne)], np.float64) / motion.fps
     feet = [bottom[:, [s for s, (b, _) in enumerate(g1.FOOT_SPHERES) if b == foot]].min(axis=1)
             for foot in g1.FOOT_BODIES]
     down = [f < CONTACT_HEIGHT for f in feet]

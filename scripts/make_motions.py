@@ -32,7 +32,7 @@ from bcg_ros.robot import g1
 from bcg_ros.robot import model as g1_model
 
 FPS = 1.0 / g1.CONTROL_DT
-GRAVITY = 9.81
+GRAVITY = motion_lib.GRAVITY
 FOOT_Y = 0.1185
 """Lateral ankle position of the standing pose [m]."""
 SPHERES = np.array([p for _, p in g1.FOOT_SPHERES[:4]])
@@ -813,7 +813,7 @@ REST_FRAMES = 5
 """balance: frames at each end where the root is not moved (the clip is at rest there)."""
 
 
-def balance(robot: g1_model.G1Model, clip: Clip, iterations: int = 8, reg: float = 0.05
+def balance(robot: g1_model.G1Model, clip: Clip, iterations: int = 8
             ) -> Tuple[np.ndarray, List[Dict[str, float]]]:
     """
     Move the clip's root sideways and fore-aft so its feet can carry it; return legs.
@@ -835,24 +835,28 @@ def balance(robot: g1_model.G1Model, clip: Clip, iterations: int = 8, reg: float
     log = []
     fit_reach(robot, clip)
     joint_pos = solve_legs(robot, clip)
-    for _ in range(iterations):
-        motion = motion_lib.from_trajectory(clip_name(clip), FPS, clip.root_pos,
+    for k in range(iterations + 1):
+        motion = motion_lib.from_trajectory('balancing', FPS, clip.root_pos,
                                             rpy_to_quat(clip.root_rpy), joint_pos, robot)
-        log.append(motion_lib.balance_stats(motion, robot))
         cop, force, com = motion_lib.centre_of_pressure(motion, robot)
         _, spheres = motion_lib.forward_kinematics(clip.root_pos, rpy_to_quat(clip.root_rpy),
                                                    joint_pos, robot)
         touching = spheres[..., 2] - g1.FOOT_SPHERE_RADIUS < motion_lib.CONTACT_HEIGHT
         stance = touching.any(axis=1)
         want = cop.copy()
+        distance = []
         for t in np.flatnonzero(stance):
             poly = motion_lib.support_polygon(spheres[t, touching[t], :2])
             near, dist = motion_lib.closest_in_polygon(poly, cop[t])
+            distance.append(dist)
             if dist > -BALANCE_MARGIN:
                 inward = poly.mean(axis=0) - near
                 length = np.linalg.norm(inward)
                 step = min(BALANCE_MARGIN, length)
                 want[t] = near + (inward / length * step if length > 1e-9 else 0.0)
+        log.append(motion_lib.outside_figures(np.array(distance)))
+        if k == iterations:
+            break
         mass = float(robot.model.body_subtreemass[int(robot.model.jnt_bodyid[0])])
         lift = np.maximum(force[:, 2] / mass, 0.2 * GRAVITY)
         h = com[:, 2] / lift
@@ -866,11 +870,11 @@ def balance(robot: g1_model.G1Model, clip: Clip, iterations: int = 8, reg: float
         ends = np.r_[0:REST_FRAMES, n - REST_FRAMES:n]
         rows.append(100.0 * np.eye(n)[ends])
         rhs.append(np.zeros((len(ends), 2)))
-        rows.append(reg * np.eye(n))
+        rows.append(0.05 * np.eye(n))
         rhs.append(np.zeros((n, 2)))
         offset = np.linalg.lstsq(np.concatenate(rows), np.concatenate(rhs), rcond=None)[0]
         offset[ends] = 0.0
-        for a, b in _runs(~stance):  # exactly straight in flight: ballistic
+        for a, b in motion_lib.runs_of(~stance):  # exactly straight in flight: ballistic
             lo, hi = max(a - 1, 0), min(b, n - 1)
             offset[lo:hi + 1] = np.linspace(offset[lo], offset[hi], hi - lo + 1)
         # A step the legs cannot follow (a foot out of reach or past an ankle limit) is
@@ -887,21 +891,7 @@ def balance(robot: g1_model.G1Model, clip: Clip, iterations: int = 8, reg: float
                 continue
         if scale == 0.0:
             break
-    motion = motion_lib.from_trajectory(clip_name(clip), FPS, clip.root_pos,
-                                        rpy_to_quat(clip.root_rpy), joint_pos, robot)
-    log.append(motion_lib.balance_stats(motion, robot))
     return joint_pos, log
-
-
-def _runs(mask: np.ndarray) -> List[Tuple[int, int]]:
-    """Return the (first, one past the last) index of each run of True in ``mask``."""
-    edges = np.diff(np.concatenate([[0], mask.astype(int), [0]]))
-    return list(zip(np.flatnonzero(edges > 0), np.flatnonzero(edges < 0)))
-
-
-def clip_name(clip: Clip) -> str:
-    """Return a placeholder name for a clip's intermediate motions."""
-    return 'balancing'
 
 
 REACH = 0.95
@@ -950,7 +940,7 @@ def fit_reach(robot: g1_model.G1Model, clip: Clip) -> None:
     drop = np.array([padded[t:t + 2 * half + 1].max() for t in range(len(drop))])
     window = np.hanning(2 * half + 3)[1:-1]
     drop = np.convolve(np.pad(drop, half, mode='edge'), window / window.sum(), mode='valid')
-    for a, b in _runs((clip.feet[:, :, 2] > 0.0).all(axis=1)):
+    for a, b in motion_lib.runs_of((clip.feet[:, :, 2] > 0.0).all(axis=1)):
         lo, hi = max(a - 1, 0), min(b, len(drop) - 1)
         drop[lo:hi + 1] = np.linspace(drop[lo], drop[hi], hi - lo + 1)
     # None at the ends, where the clip stands at rest.
