@@ -59,6 +59,9 @@ class RobotObs:
     last_action: np.ndarray
     command: np.ndarray = field(default_factory=lambda: np.zeros(3))
     """Velocity command (vx, vy, wz) for velocity-tracking policies."""
+    lin_vel: Optional[np.ndarray] = None
+    """Base linear velocity in the base frame [m/s]: the state estimator's on the robot
+    and in MuJoCo (:class:`bcg_ros.estimator.BaseVelocity`), None where none runs."""
 
 
 @dataclass(frozen=True)
@@ -115,6 +118,14 @@ def quat_to_6d(q, xp=np):
 def _base_ang_vel(robot, ref, c, xp):
     """Return the angular velocity of the base in its own frame."""
     return robot.gyro
+
+
+def _base_lin_vel(robot, ref, c, xp):
+    """Return the estimated linear velocity of the base in its own frame."""
+    if robot.lin_vel is None:
+        raise ContractError("observation term 'base_lin_vel' needs the base velocity "
+                            '(a state estimator in the loop), and none was given')
+    return robot.lin_vel
 
 
 def _projected_gravity(robot, ref, c, xp):
@@ -174,6 +185,7 @@ def _ref_root_lin_vel(robot, ref, c, xp):
 _NJ = g1.NUM_JOINTS
 TERMS: Dict[str, Tuple[Callable, Callable[[int], int]]] = {
     'base_ang_vel': (_base_ang_vel, lambda nj: 3),
+    'base_lin_vel': (_base_lin_vel, lambda nj: 3),
     'projected_gravity': (_projected_gravity, lambda nj: 3),
     'joint_pos_rel': (_joint_pos_rel, lambda nj: nj),
     'joint_vel_rel': (_joint_vel_rel, lambda nj: nj),
@@ -219,6 +231,10 @@ IMITATION_TERMS: Tuple[ObsTerm, ...] = (
 
 REF_VELOCITY_TERM = ObsTerm('ref_root_lin_vel', REF_FUTURE * 3, scale=0.5)
 """The clip's root velocity, appended to :data:`IMITATION_TERMS` on request."""
+
+BASE_VELOCITY_TERM = ObsTerm('base_lin_vel', 3, scale=0.5)
+"""The robot's own (estimated) base velocity, appended on request: beside the clip's
+velocity it tells the policy whether it keeps up."""
 
 
 @dataclass(frozen=True)
@@ -293,6 +309,11 @@ class Contract:
     def uses_reference(self) -> bool:
         """Return whether the observation contains reference-motion terms."""
         return any(t.name in REFERENCE_TERMS for t in self.obs_terms)
+
+    @property
+    def uses_base_velocity(self) -> bool:
+        """Return whether the observation needs an estimated base velocity."""
+        return any(t.name == 'base_lin_vel' for t in self.obs_terms)
 
     def action_to_targets(self, action, xp=np, ref: Optional['RefObs'] = None):
         """
@@ -390,17 +411,19 @@ def _tuples(term: Mapping) -> Dict:
 
 def imitation_contract(motion_name: str = '', motion_frames: int = 0,
                        action_scale: float = 0.25, residual: bool = False,
-                       ref_velocity: bool = False) -> Contract:
+                       ref_velocity: bool = False, base_velocity: bool = False) -> Contract:
     """
     Return the contract of the project's own imitation policies on the G1.
 
-    ``ref_velocity`` adds :data:`REF_VELOCITY_TERM` to the observation.
+    ``ref_velocity`` adds :data:`REF_VELOCITY_TERM` to the observation, then
+    ``base_velocity`` :data:`BASE_VELOCITY_TERM`.
     """
     return Contract(joint_names=g1.JOINT_NAMES, default_pose=g1.DEFAULT_POSE,
                     kp=g1.DEFAULT_KP, kd=g1.DEFAULT_KD,
                     action_scale=(action_scale,) * g1.NUM_JOINTS,
                     action_offset=g1.DEFAULT_POSE, action_clip=None,
-                    obs_terms=IMITATION_TERMS + ((REF_VELOCITY_TERM,) if ref_velocity else ()),
+                    obs_terms=(IMITATION_TERMS + ((REF_VELOCITY_TERM,) if ref_velocity else ())
+                               + ((BASE_VELOCITY_TERM,) if base_velocity else ())),
                     control_dt=g1.CONTROL_DT,
                     motion_name=motion_name, motion_frames=motion_frames,
                     action_residual=residual)

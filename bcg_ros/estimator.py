@@ -460,3 +460,48 @@ def _world_acceleration(sample: Sample, gravity: float) -> np.ndarray:
     acc = quat_to_matrix(sample.quat) @ np.asarray(sample.acc, dtype=np.float64)
     acc[2] -= gravity
     return acc
+
+
+class BaseVelocity:
+    """
+    The estimator as a policy's velocity sensor: what ``base_lin_vel`` observes.
+
+    Feed it every state sample (LowState on the robot, each physics step in
+    MuJoCo); it steps the filter when at least ``period`` has passed since its
+    last step, so the robot's 500 Hz stream and a 200 Hz simulation give the
+    filter about the same rate. :meth:`body_velocity` is the latest estimate in
+    the pelvis frame, the frame the policy observes it in.
+    """
+
+    def __init__(self, config: EstimatorConfig = EstimatorConfig(), period: float = 0.005,
+                 estimator: Optional[StateEstimator] = None):
+        """Use ``estimator`` (a new one with ``config`` when None)."""
+        self.estimator = estimator if estimator is not None else StateEstimator(config)
+        self.period = period
+        self.reset()
+
+    def reset(self) -> None:
+        """Forget the belief: the next sample starts the filter at rest."""
+        self.state: Optional[EstimatorState] = None
+        self.last_time = 0.0
+        self._velocity = np.zeros(3)
+
+    def update(self, sample: Sample, time: float) -> None:
+        """Take one sample measured at ``time`` [s]; step the filter when one is due."""
+        if self.state is None:
+            self.state = self.estimator.initial_state(sample)
+            self.last_time = time
+            self._velocity = np.zeros(3)
+            return
+        dt = time - self.last_time
+        if dt < self.period - 1e-9 and dt >= 0.0:
+            return
+        self.state, e = self.estimator.step(self.state, sample, dt)
+        self.last_time = time
+        rot = quat_to_matrix(np.asarray(sample.quat, dtype=np.float64)
+                             / np.linalg.norm(sample.quat))
+        self._velocity = rot.T @ e.velocity
+
+    def body_velocity(self) -> np.ndarray:
+        """Return the estimated pelvis velocity in the pelvis frame [m/s] (zeros at first)."""
+        return self._velocity.copy()

@@ -34,6 +34,7 @@ from typing import Dict, Mapping, Optional, Tuple
 import numpy as np
 
 from bcg_ros import contract as contract_mod
+from bcg_ros import estimator as est
 from bcg_ros.robot import g1, lowlevel
 from bcg_ros.robot.lowlevel import LowStateSample, MotorCommand
 
@@ -468,6 +469,8 @@ class PolicyRunner:
         self._input = self.policy.input_name
         self._input_shape = tuple(1 if not isinstance(d, int) else d for d in inp.shape)
         self.slots = lowlevel.motor_slots(c.joint_names)
+        # The state estimator behind base_lin_vel; observe_state feeds it.
+        self.velocity = est.BaseVelocity() if c.uses_base_velocity else None
         self.kp = lowlevel.to_motor_order(np.asarray(c.kp), self.slots, g1.DEFAULT_KP)
         self.kd = lowlevel.to_motor_order(np.asarray(c.kd), self.slots, g1.DEFAULT_KD)
         self.reset()
@@ -478,6 +481,22 @@ class PolicyRunner:
         self._ref = None
         self._last_action = np.zeros(self.contract.num_joints, dtype=np.float32)
         self.step_count = 0
+        if self.velocity is not None:
+            self.velocity.reset()
+
+    def observe_state(self, s: LowStateSample) -> None:
+        """
+        Feed one LowState to the velocity estimator (nothing when there is none).
+
+        Give it every LowState, not only those the policy steps on: the filter
+        integrates the IMU between them. Not thread-safe: call it from the thread
+        that calls :meth:`step`.
+        """
+        if self.velocity is None:
+            return
+        n = g1.NUM_JOINTS
+        self.velocity.update(est.Sample(quat=s.quat, gyro=s.gyro, acc=s.acc, q=s.q[:n],
+                                        dq=s.dq[:n], tau=s.tau[:n]), s.stamp)
 
     @property
     def is_velocity_policy(self) -> bool:
@@ -498,7 +517,7 @@ class PolicyRunner:
             joint_vel=s.dq[self.slots].astype(np.float32),
             last_action=self._last_action,
             command=np.zeros(3, np.float32) if command is None else
-            np.asarray(command, np.float32))
+            np.asarray(command, np.float32), lin_vel=self._base_velocity(s))
         ref = (contract_mod.reference_window(self.motion, self.slots, self.step_count)
                if c.uses_reference else None)
         if ref is not None:
@@ -512,6 +531,13 @@ class PolicyRunner:
         else:
             self._history = contract_mod.push_history(self._history, frame)
         return contract_mod.flatten(self._history).astype(np.float32)
+
+    def _base_velocity(self, s: LowStateSample) -> Optional[np.ndarray]:
+        """The estimated base velocity after ``s`` (None when the policy does not observe it)."""
+        if self.velocity is None:
+            return None
+        self.observe_state(s)   # a sample already fed is not stepped twice
+        return self.velocity.body_velocity().astype(np.float32)
 
     def step(self, s: LowStateSample, now: float, command=None) -> PolicyOutput:
         """Run the policy once on ``s`` (``command``: vx, vy, wz); see :func:`check_action`."""

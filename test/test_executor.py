@@ -453,3 +453,28 @@ def test_velocity_policy_observes_the_command(tmp_path):
     np.testing.assert_allclose(obs[start:start + 3], [0.7, -0.1, 0.4], rtol=1e-6)
     runner.reset()
     np.testing.assert_array_equal(runner.observation(sample(0.0, 1))[start:start + 3], 0.0)
+
+
+def test_base_velocity_is_the_estimators_in_the_base_frame(tmp_path):
+    c = contract_mod.imitation_contract(motion_name='still', motion_frames=10,
+                                        base_velocity=True)
+    runner = ex.PolicyRunner(str(testing.constant_policy(tmp_path / 'bv.onnx', 0.0, c)),
+                             motion=_motion())
+    assert runner.velocity is not None
+    # Yawed 90 degrees left, pushed 2 m/s^2 along the body's x for 0.1 s, feet off the
+    # ground (no torques: no contact), LowStates every 2 ms.
+    yaw = (np.cos(np.pi / 4), 0.0, 0.0, np.sin(np.pi / 4))
+    steps = []
+    for i in range(51):
+        s = sample(0.002 * i, 1 + i, quat=yaw, acc=np.array([2.0, 0.0, 9.81]))
+        runner.observe_state(s)
+        steps.append(runner.velocity.last_time)
+    # The filter steps every 5 ms at most: every third 2 ms sample.
+    assert len(set(steps)) == 1 + 50 // 3
+    obs = runner.observation(s)
+    term = [t.name for t in c.obs_terms].index('base_lin_vel')
+    start = sum(t.size * t.history for t in c.obs_terms[:term])
+    v = obs[start:start + 3] / c.obs_terms[term].scale
+    np.testing.assert_allclose(v, [0.2, 0.0, 0.0], atol=0.03)
+    runner.reset()
+    assert runner.velocity.state is None

@@ -124,6 +124,13 @@ class G1EnvConfig:
     observe_ref_velocity: bool = False
     """The policy also observes the clip's root velocity at t+1..t+3 in its base frame
     (``ref_root_lin_vel``, recorded in the contract)."""
+    observe_base_velocity: bool = False
+    """The policy also observes its base's linear velocity in the base frame
+    (``base_lin_vel``, recorded in the contract): the state estimator's on the robot and in
+    the MuJoCo evaluator, here the simulator's plus ``base_velocity_noise``."""
+    base_velocity_noise: float = 0.1
+    """Std of the Gaussian noise on the observed base velocity [m/s] per axis and step
+    (the estimator's error, ``bcg-bench estimator``, is of this order)."""
     imitation: ImitationRewardConfig = field(default_factory=ImitationRewardConfig)
     """Dense tracking reward terms beside ADD."""
     privileged_critic: bool = False
@@ -201,7 +208,8 @@ class G1Env:
                 config.motion, g1.CONTROL_DT), self.sim.terrain)
         self._contract = ct.imitation_contract(self.motion.name, self.motion.num_frames,
                                                config.action_scale, config.residual,
-                                               config.observe_ref_velocity)
+                                               config.observe_ref_velocity,
+                                               config.observe_base_velocity)
         self.robot = g1_model.load()
         self.pelvis = self.robot.root_body
         self.qpos_adr = np.asarray(self.robot.qpos_adr)
@@ -235,11 +243,12 @@ class G1Env:
 
     # --- small named terms ---
 
-    def _robot_obs(self, qpos, qvel, last_action) -> ct.RobotObs:
-        """Return what the robot measures, for one env."""
+    def _robot_obs(self, qpos, qvel, last_action, vel_noise) -> ct.RobotObs:
+        """Return what the robot measures, for one env (``vel_noise``: the velocity's error)."""
+        lin_vel = ct.quat_rotate_inverse(qpos[3:7], qvel[0:3], jnp) + vel_noise
         return ct.RobotObs(quat=qpos[3:7], gyro=qvel[3:6], joint_pos=qpos[self.qpos_adr],
                            joint_vel=qvel[self.qvel_adr], last_action=last_action,
-                           command=jnp.zeros(3, qpos.dtype))
+                           command=jnp.zeros(3, qpos.dtype), lin_vel=lin_vel)
 
     def _ref_obs(self, frame) -> ct.RefObs:
         """Return the reference at frames t+1..t+3 (held at the last frame), for one env."""
@@ -248,10 +257,18 @@ class G1Env:
                          root_height=self.ref_root_pos[idx, 2],
                          root_lin_vel=self.ref_root_lin_vel[idx])
 
-    def _frame(self, qpos, qvel, last_action, frame):
+    def _frame(self, qpos, qvel, last_action, frame, vel_noise):
         """Return one env's observation frame (per term), by the contract."""
-        return ct.observation_frame(self._contract, self._robot_obs(qpos, qvel, last_action),
+        return ct.observation_frame(self._contract,
+                                    self._robot_obs(qpos, qvel, last_action, vel_noise),
                                     self._ref_obs(frame), xp=jnp)
+
+    def _velocity_noise(self, key, dtype):
+        """Return ``[B, 3]`` errors of the observed base velocity for one step."""
+        if not self.config.observe_base_velocity:
+            return jnp.zeros((self.num_envs, 3), dtype)
+        return self.config.base_velocity_noise * jax.random.normal(
+            key, (self.num_envs, 3), dtype)
 
     def _features(self, qpos, qvel, key_points):
         """Return one env's ADD features of the simulated state."""
@@ -318,6 +335,7 @@ class G1Env:
         c = self.config
         n = self.num_envs
         k_frame, k_noise, k_dr = jax.random.split(key, 3)
+        k_vel = jax.random.fold_in(key, 3)
         last_start = max(self.num_frames - 1 - c.min_remaining, 1)
         frame = (jax.random.randint(k_frame, (n,), 0, last_start) if c.random_start
                  else jnp.zeros((n,), jnp.int32))
@@ -328,7 +346,8 @@ class G1Env:
         qpos = qpos.at[:, self.qpos_adr].add(noise)
         sim_state = simulator.SimState(qpos, qvel)
         zeros = jnp.zeros((n, self.action_size), qpos.dtype)
-        frames = jax.vmap(self._frame)(qpos, qvel, zeros, frame)
+        frames = jax.vmap(self._frame)(qpos, qvel, zeros, frame,
+                                       self._velocity_noise(k_vel, qpos.dtype))
         history = jax.vmap(lambda f: ct.init_history(self._contract, f, jnp))(frames)
         return G1State(bcg_mod.init_batch(self.sim, c.bcg, sim_state), jnp.zeros((n,), jnp.int32),
                        frame.astype(jnp.int32), zeros, history, self._domain(k_dr, n))
@@ -392,6 +411,7 @@ class G1Env:
         """Advance one control step; finished episodes restart from fresh ones."""
         c = self.config
         k_phys, k_push, k_reset = jax.random.split(key, 3)
+        k_vel = jax.random.fold_in(key, 3)
         applied = jnp.where(s.dr.latency[:, None] > 0, s.last_action, action)
         targets = jax.vmap(lambda a, f: self._contract.action_to_targets(
             a, jnp, self._ref_obs(f)))(applied, s.frame)
@@ -415,7 +435,8 @@ class G1Env:
         ended = (t >= self.episode_length) | (frame >= self.num_frames - 1)
         truncated = (1.0 - terminated) * ended.astype(qpos.dtype)
         done = jnp.maximum(terminated, truncated)
-        frames = jax.vmap(self._frame)(qpos, qvel, action, frame)
+        frames = jax.vmap(self._frame)(qpos, qvel, action, frame,
+                                       self._velocity_noise(k_vel, qpos.dtype))
         history = jax.vmap(lambda h, f: ct.push_history(h, f, jnp))(s.history, frames)
         nxt = G1State(b, t, frame, action, history, s.dr)
         terminal_obs = self.observe(nxt)

@@ -85,7 +85,10 @@ def run_once(policy: Union[Policy, Baseline], seed: int, motion: Motion,
     actor = Controller(policy, motion)
     for t in range(n_steps):
         qp, qv = np.asarray(state.qpos, float), np.asarray(state.qvel, float)
-        q_pol = actor.targets(t, qp[3:7], qv[3:6], qp[qadr][ids], qv[vadr][ids])
+        # The simulator's own base velocity: this is the policy in its training
+        # simulator, without the estimator (and without its noise).
+        q_pol = actor.targets(t, qp[3:7], qv[3:6], qp[qadr][ids], qv[vadr][ids],
+                              ct.quat_rotate_inverse(qp[3:7], qv[0:3]))
         if q_pol is None:
             diverged = f'non-finite policy output at t = {t * c.control_dt:.3f} s'
             break

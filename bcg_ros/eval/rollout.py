@@ -23,6 +23,7 @@ import mujoco
 import numpy as np
 
 from bcg_ros import contract as ct
+from bcg_ros import estimator as est
 from bcg_ros import motion as motion_mod
 from bcg_ros.motion import Motion
 from bcg_ros.robot import g1, pd, physics
@@ -157,14 +158,24 @@ class Controller:
         self.history = None
         self.last_action = np.zeros(policy.contract.num_joints)
 
+    @property
+    def needs_velocity(self) -> bool:
+        """Whether :meth:`targets` needs the base velocity (a policy observing it)."""
+        return not isinstance(self.policy, Baseline) and self.policy.contract.uses_base_velocity
+
     def targets(self, step: int, quat: np.ndarray, gyro: np.ndarray, joint_pos: np.ndarray,
-                joint_vel: np.ndarray) -> Optional[np.ndarray]:
-        """Joint targets for control step ``step`` (joint arrays of the policy's joints)."""
+                joint_vel: np.ndarray,
+                lin_vel: Optional[np.ndarray] = None) -> Optional[np.ndarray]:
+        """
+        Joint targets for control step ``step`` (joint arrays of the policy's joints).
+
+        ``lin_vel``: the base velocity in the base frame, for a policy that observes it.
+        """
         p, c = self.policy, self.policy.contract
         if isinstance(p, Baseline):
             return p.targets(step, self.motion)
         obs = ct.RobotObs(quat=quat, gyro=gyro, joint_pos=joint_pos, joint_vel=joint_vel,
-                          last_action=self.last_action, command=self.command)
+                          last_action=self.last_action, command=self.command, lin_vel=lin_vel)
         ref = (ct.reference_window(self.motion, p.motor_ids, step)
                if self.motion is not None and c.uses_reference else None)
         frame = ct.observation_frame(c, obs, ref)
@@ -257,6 +268,8 @@ class _Robot:
                 if m.geom_bodyid[gid] == self.foot_pos_bodies[k] and \
                         np.allclose(m.geom_pos[gid], p, atol=1e-6):
                     self.sphere_geom[k] = gid
+        self.imu_acc = mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_SENSOR, 'imu_acc')
+        self.root_body = g.root_body
         self.is_foot = np.zeros(m.ngeom, bool)
         self.is_foot[self.sphere_geom[self.sphere_geom >= 0]] = True
         self.sphere_of_geom = np.full(m.ngeom, -1)
@@ -271,6 +284,28 @@ class _Robot:
     def foot_pos(self, d: mujoco.MjData) -> np.ndarray:
         r = d.xmat[self.foot_pos_bodies].reshape(-1, 3, 3)
         return d.xpos[self.foot_pos_bodies] + np.einsum('kij,kj->ki', r, self.foot_pos_offsets)
+
+    def imu_sample(self, d: mujoco.MjData) -> est.Sample:
+        """
+        What the robot's LowState would carry now, for the state estimator (motor order).
+
+        The specific force is the model's ``imu_acc`` accelerometer (computed in the
+        last ``mj_step``), or the pelvis's own where the model has none.
+        """
+        m, g = self.model, self.g
+        if self.imu_acc >= 0:
+            adr = m.sensor_adr[self.imu_acc]
+            acc = d.sensordata[adr:adr + 3].copy()
+        else:
+            res = np.zeros(6)
+            mujoco.mj_rnePostConstraint(m, d)
+            mujoco.mj_objectAcceleration(m, d, mujoco.mjtObj.mjOBJ_BODY, self.root_body,
+                                         res, 1)
+            acc = res[3:6]
+        v = g.qvel_adr
+        return est.Sample(quat=d.qpos[3:7].copy(), gyro=d.qvel[3:6].copy(), acc=acc,
+                          q=d.qpos[g.qpos_adr].copy(), dq=d.qvel[v].copy(),
+                          tau=d.qfrc_actuator[v] + d.qfrc_applied[v])
 
     def foot_contacts(self, d: mujoco.MjData) -> Tuple[np.ndarray, np.ndarray]:
         """Depths of penetrating foot-sphere contacts, and which spheres touch."""
@@ -388,9 +423,15 @@ def run_once(policy: Union[Policy, Baseline], g: G1Model, seed: int,
         rows = {k: [] for k in ROW_SHAPES}
         depths, pushes, diverged = [], 0, ''
         actor = Controller(policy, motion, cmd)
+        # A policy that observes its velocity gets the state estimator's, fed each
+        # physics step as the robot's LowState feeds it.
+        velocity = est.BaseVelocity() if actor.needs_velocity else None
+        if velocity is not None:
+            velocity.update(robot.imu_sample(d), d.time)
         for step in range(n_steps):
             q_pol = actor.targets(step, d.qpos[3:7].copy(), d.qvel[3:6].copy(),
-                                  d.qpos[qadr][ids], d.qvel[vadr][ids])
+                                  d.qpos[qadr][ids], d.qvel[vadr][ids],
+                                  None if velocity is None else velocity.body_velocity())
             if q_pol is None:
                 diverged = f'non-finite policy output at t = {d.time:.3f} s'
                 break
@@ -410,7 +451,12 @@ def run_once(policy: Union[Policy, Baseline], g: G1Model, seed: int,
                         pd.set_pd(m, d, g.actuator_ids, kp, kd, targets)
                     due = delay.next_due()
                     n = n_sub - done if due is None else min(n_sub - done, due - first - done)
-                    mujoco.mj_step(m, d, n)
+                    if velocity is None:
+                        mujoco.mj_step(m, d, n)
+                    else:
+                        for _ in range(n):
+                            mujoco.mj_step(m, d)
+                            velocity.update(robot.imu_sample(d), d.time)
                     done += n
                 # Contacts of the last physics step: the depth is sampled once per policy
                 # step, an unbiased sample of its time average.
@@ -426,6 +472,8 @@ def run_once(policy: Union[Policy, Baseline], g: G1Model, seed: int,
                     d.qfrc_applied[vadr] = strength * np.clip(
                         kp * (held - d.qpos[qadr]) - kd * d.qvel[vadr], -tau_lim, tau_lim)
                     mujoco.mj_step(m, d)
+                    if velocity is not None:
+                        velocity.update(robot.imu_sample(d), d.time)
                     depth, touch = robot.foot_contacts(d)
                     if depth.size:
                         depths.append(depth)

@@ -45,6 +45,7 @@ back (a simulator reset) restarts the schedules from the new time.
 
 import os
 import sys
+import collections
 import threading
 import time
 from dataclasses import dataclass
@@ -323,6 +324,8 @@ class PolicyNode(LifecycleNode):
             self.cfg = params.read(self, PolicyNodeConfig)
             self.ecfg = params.read(self, ex.ExecutorConfig)
             self._runner = self._load_policy() if self.cfg.policy_path else None
+            # LowStates since the last policy step (500 Hz; a policy step comes every 20 ms).
+            self._velocity_samples = collections.deque(maxlen=64)
         except Exception as exc:  # noqa: B902 - any load error refuses the transition
             self.get_logger().error(f'configure refused: {exc}')
             return TransitionCallbackReturn.FAILURE
@@ -474,6 +477,9 @@ class PolicyNode(LifecycleNode):
         except lowlevel.CommandError as exc:
             self.get_logger().error(f'{self.cfg.lowstate_topic}: {exc}', throttle_duration_sec=1)
             return
+        runner = self._runner
+        if runner is not None and runner.velocity is not None:
+            self._velocity_samples.append(sample)   # the policy thread feeds its estimator
         with self._lock:
             st, requests = ex.on_lowstate(self.ecfg, self._state, sample)
             for req in requests:
@@ -572,6 +578,8 @@ class PolicyNode(LifecycleNode):
                 self._runner.reset()
                 epoch = st.since
             try:
+                while self._velocity_samples:
+                    self._runner.observe_state(self._velocity_samples.popleft())
                 now = self._now()
                 out = self._runner.step(st.sample, now, self.velocity_command(st.sample, now))
             except Exception as exc:  # noqa: B902 - a failing policy must damp, not crash
