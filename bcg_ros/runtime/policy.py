@@ -267,7 +267,8 @@ def _cross_check(path: pathlib.Path, meta: Mapping[str, str], contract: ct.Contr
                                    f'{source} {contract.control_dt} s')
 
 
-BEYONDMIMIC_TERMS = {'base_ang_vel': 'base_ang_vel', 'joint_pos': 'joint_pos_rel',
+BEYONDMIMIC_TERMS = {'base_ang_vel': 'base_ang_vel', 'base_lin_vel': 'base_lin_vel',
+                     'joint_pos': 'joint_pos_rel',
                      'joint_vel': 'joint_vel_rel', 'actions': 'last_action',
                      'projected_gravity': 'projected_gravity'}
 """BeyondMimic observation names and the contract terms that build the same values."""
@@ -279,7 +280,6 @@ _BEYONDMIMIC_MISSING = {
                            '(needs the robot\'s world position: an estimator in the loop)',
     'motion_anchor_ori_b': "the reference anchor body's orientation in the robot's anchor frame "
                            "(the ONNX's body_quat_w output against the robot's anchor body)",
-    'base_lin_vel': 'the base linear velocity (needs an estimator in the loop)',
 }
 
 
