@@ -177,3 +177,20 @@ def test_privileged_critic_terms(env):
     assert np.abs(priv[:, 4:8]).max() < 1e-4
     _, out = env.jit_step(st, jnp.zeros((2, env.action_size)), jax.random.PRNGKey(11))
     assert out.info['terminal_critic_obs'].shape == (2, env.critic_obs_size)
+
+
+def test_observed_base_velocity_is_the_simulators_with_its_noise():
+    # Resets only (no physics step to compile): 64 episodes at random frames of the clip.
+    cfg = G1EnvConfig(num_envs=64, motion='run', bcg=bcg_mod.BCGConfig(enabled=False),
+                      observe_ref_velocity=True, observe_base_velocity=True,
+                      base_velocity_noise=0.2)
+    e = G1Env(cfg)
+    c = e.contract()
+    assert [t.name for t in c.obs_terms[-2:]] == ['ref_root_lin_vel', 'base_lin_vel']
+    st = jax.jit(e.reset)(jax.random.PRNGKey(3))
+    qpos, qvel = np.asarray(st.bcg.sim.qpos), np.asarray(st.bcg.sim.qvel)
+    truth = ct.quat_rotate_inverse(qpos[:, 3:7], qvel[:, 0:3])
+    assert np.abs(truth[:, 0]).max() > 1.0, 'no episode started while running'
+    seen = np.asarray(e.observe(st))[:, -3:] / c.obs_terms[-1].scale
+    err = seen - truth
+    assert 0.15 < err.std() < 0.25 and abs(err.mean()) < 0.06, (err.std(), err.mean())
