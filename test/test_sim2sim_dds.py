@@ -6,6 +6,7 @@ ROS domain; this process watches /lowcmd, /lowstate and the ground truth, and
 drives them through their lifecycle transitions, services and the remote.
 """
 
+import dataclasses
 import os
 import pathlib
 import random
@@ -17,6 +18,7 @@ import time
 import numpy as np
 import pytest
 
+from bcg_ros import contract as contract_mod
 from bcg_ros import testing
 from bcg_ros.robot import g1, lowlevel
 
@@ -161,7 +163,11 @@ def world(tmp_path_factory):
     """g1_sim_node and a policy_node with a zero policy, and an observer."""
     tmp = tmp_path_factory.mktemp('policies')
     zero = testing.constant_policy(tmp / 'zero.onnx', 0.0)
-    nan = testing.constant_policy(tmp / 'nan.onnx', float('nan'))
+    # The NaN policy also observes its base velocity: policy_node feeds the state
+    # estimator every LowState and steps the policy on its estimate.
+    base = testing.state_contract()
+    nan = testing.constant_policy(tmp / 'nan.onnx', float('nan'), dataclasses.replace(
+        base, obs_terms=base.obs_terms + (contract_mod.BASE_VELOCITY_TERM,)))
     rclpy.init(domain_id=DOMAIN_ID)
     sim = _spawn('bcg_ros.nodes.g1_sim_node', '--params-file',
                  str(REPO / 'config' / 'g1_sim_node.yaml'), '-p', 'elastic_band:=true')
@@ -317,3 +323,12 @@ def test_nan_policy_damps(world):
     cmds = obs.cmds_since(t0)
     assert cmds[-1][1] and all(c[2] for c in cmds)
     assert all(np.all(np.isfinite(c[3])) for c in cmds), 'a NaN target reached the wire'
+    # Damped for its output, not for an error on the way (the estimator, the observation).
+    deadline = time.monotonic() + 2.0
+    reason = ''
+    while 'not finite' not in reason and time.monotonic() < deadline:
+        with obs.lock:
+            status = obs.health.get('policy_nan')
+        reason = {kv.key: kv.value for kv in status.values}.get('reason', '') if status else ''
+        time.sleep(0.05)
+    assert 'policy output not finite' in reason, reason

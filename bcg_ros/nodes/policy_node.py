@@ -576,6 +576,7 @@ class PolicyNode(LifecycleNode):
                 continue
             if epoch != st.since:
                 self._runner.reset()
+                self._velocity_samples.clear()   # its estimator starts from the next one
                 epoch = st.since
             try:
                 while self._velocity_samples:
