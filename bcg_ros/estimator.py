@@ -498,9 +498,7 @@ class BaseVelocity:
             return
         self.state, e = self.estimator.step(self.state, sample, dt)
         self.last_time = time
-        rot = quat_to_matrix(np.asarray(sample.quat, dtype=np.float64)
-                             / np.linalg.norm(sample.quat))
-        self._velocity = rot.T @ e.velocity
+        self._velocity = quat_to_matrix(e.quat).T @ e.velocity
 
     def body_velocity(self) -> np.ndarray:
         """Return the estimated pelvis velocity in the pelvis frame [m/s] (zeros at first)."""

@@ -269,7 +269,6 @@ class _Robot:
                         np.allclose(m.geom_pos[gid], p, atol=1e-6):
                     self.sphere_geom[k] = gid
         self.imu_acc = mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_SENSOR, 'imu_acc')
-        self.root_body = g.root_body
         self.is_foot = np.zeros(m.ngeom, bool)
         self.is_foot[self.sphere_geom[self.sphere_geom >= 0]] = True
         self.sphere_of_geom = np.full(m.ngeom, -1)
@@ -299,8 +298,7 @@ class _Robot:
         else:
             res = np.zeros(6)
             mujoco.mj_rnePostConstraint(m, d)
-            mujoco.mj_objectAcceleration(m, d, mujoco.mjtObj.mjOBJ_BODY, self.root_body,
-                                         res, 1)
+            mujoco.mj_objectAcceleration(m, d, mujoco.mjtObj.mjOBJ_BODY, g.root_body, res, 1)
             acc = res[3:6]
         v = g.qvel_adr
         return est.Sample(quat=d.qpos[3:7].copy(), gyro=d.qvel[3:6].copy(), acc=acc,
