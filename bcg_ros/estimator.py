@@ -28,7 +28,11 @@ Jacobian over its leg's joints, ``W``: the ground's wrench on the foot at the
 foot body's origin, world axes), solved by damped least squares. The wrench is
 then shared among the foot's four spheres (minimum-norm normal forces that
 reproduce its vertical force and tipping moments); a foot is in contact by
-hysteresis on its vertical force, a sphere by hysteresis on its share.
+hysteresis on its vertical force, a sphere by hysteresis on its share. Force
+alone is not enough: a swing leg's torques can read as a ground force, and a
+heel lifts while the foot rolls onto its toes. So a stance sphere must also
+stand still: its velocity innovation against the predicted pelvis velocity
+passes a chi-square test, or it leaves contact (Mahalanobis gating).
 
 Kinematics place each leg with the pelvis at the origin and the IMU's
 orientation, so their world-frame results are the pelvis-relative,
@@ -90,6 +94,10 @@ class EstimatorConfig:
     """A foot enters contact when its estimated vertical force exceeds this [N]."""
     contact_off_force: float = 30.0
     """A foot in contact leaves it when its vertical force falls below this [N]."""
+    stance_gate: float = 16.27
+    """Chi-square bound (3 dof, 99.9 %) on a stance sphere's velocity innovation: a
+    sphere that moves against the predicted pelvis velocity by more than this (in
+    sigmas squared) is not standing, whatever its force share says (0: no gate)."""
     sphere_on_force: float = 12.0
     """A sphere of a foot in contact enters contact above this share of the force [N]."""
     sphere_off_force: float = 4.0
@@ -391,6 +399,30 @@ class StateEstimator:
                 spheres[idx[np.argmax(share[idx])]] = True
         return feet, spheres, share
 
+    def _gate(self, x: np.ndarray, cov: np.ndarray, kin: _Kinematics, feet: np.ndarray,
+              stance: np.ndarray, spheres: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
+        """
+        Drop the stance spheres whose motion contradicts the predicted pelvis velocity.
+
+        A sphere resting on the ground does not move, so ``-rel_velocity`` measures
+        the pelvis velocity; a sphere that moves (a swing leg whose torques read as a
+        ground force, a heel lifting as the foot rolls onto its toes, a foot slipping
+        at touch-down) would drag the estimate with it. Each innovation is judged
+        against the predicted velocity covariance plus the measurement noise; a
+        sphere that fails leaves contact, and a foot left with none leaves it too.
+        """
+        s_inv = np.linalg.inv(cov[3:6, 3:6]
+                              + self.config.foot_velocity_noise ** 2 * np.eye(3))
+        y = -kin.rel_velocity - x[3:6]
+        moving = stance & (np.einsum('ni,ij,nj->n', y, s_inv, y) > self.config.stance_gate)
+        spheres = spheres & ~moving
+        feet = feet.copy()
+        for k in range(NUM_FEET):
+            own = SPHERE_FOOT == k
+            if moving[own].any() and not spheres[own].any():
+                feet[k] = False
+        return feet, spheres
+
     def step(self, state: EstimatorState, sample: Sample,
              dt: float) -> Tuple[EstimatorState, Estimate]:
         """Advance the belief by dt [s] to this sample and fuse its measurements."""
@@ -408,6 +440,9 @@ class StateEstimator:
         # Predict with the contact set the spheres had over the step just ended, and a
         # touching-down sphere as swing: its position is what the kinematics say now.
         x, cov = predict(state, state.acc_world, dt, cfg)
+        if cfg.stance_gate > 0.0:
+            feet, spheres = self._gate(x, cov, kin, feet, spheres & state.sphere_contact,
+                                       spheres)
 
         rows_h, rows_z, rows_r = [], [], []
         # Sphere positions relative to the pelvis: c_i - p = R fk_i(q).

@@ -337,3 +337,35 @@ def test_a_policy_observing_its_velocity_runs_in_mujoco(g, tmp_path):
                                             joint_pos=np.zeros(29), joint_vel=np.zeros(29),
                                             last_action=np.zeros(29)),
                              ct.reference_window(run, np.arange(29), 0))
+
+
+def test_the_estimator_follows_the_shipped_run_policy(g, monkeypatch):
+    """
+    The velocity the running policy observes stays near the truth through its strides.
+
+    A swing leg's torques can read as a ground force, and a heel lifts while its foot
+    rolls onto the toes: a stance test on force alone let those feet drag the estimate
+    by metres per second at every stride.
+    """
+    from bcg_ros import estimator as est, policies
+    from bcg_ros.motion import load_motion
+    reads, truth = [], []
+
+    class Recording(est.BaseVelocity):
+        def body_velocity(self):
+            v = super().body_velocity()
+            reads.append(v)
+            return v
+
+    monkeypatch.setattr(est, 'BaseVelocity', Recording)
+    p = load_policy(policies.path('run'))
+    run = load_motion('run', control_dt=p.contract.control_dt)
+    run_once(p, g, 0, RolloutConfig(duration=3.0), run,
+             on_step=lambda v: truth.append(ct.quat_rotate_inverse(v.qpos[3:7],
+                                                                   v.data.qvel[0:3])))
+    # The estimate read before step k+1 is of the state recorded after step k.
+    err = np.asarray(reads[1:len(truth) + 1]) - np.asarray(truth[:len(reads) - 1])
+    assert max(np.linalg.norm(np.asarray(truth)[:, :2], axis=-1)) > 1.2, 'it never ran'
+    horizontal = np.sqrt(np.mean(np.sum(err[:, :2] ** 2, axis=-1)))
+    assert horizontal < 0.15, horizontal
+    assert np.sqrt(np.mean(err[:, 2] ** 2)) < 0.2
