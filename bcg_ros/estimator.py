@@ -83,7 +83,10 @@ class EstimatorConfig:
     swing_kinematics_noise: float = 0.05
     """Std of a swing sphere's kinematic measurement [m]; larger, so it cannot pull the base."""
     foot_velocity_noise: float = 0.05
-    """Std of the pelvis velocity from one stance foot's kinematics [m/s]."""
+    """Std of the pelvis velocity from one stance foot's kinematics [m/s], horizontal."""
+    foot_vertical_velocity_noise: float = 0.15
+    """Its std along the vertical [m/s]: a compliant contact lets a loaded foot sink at
+    touch-down and rise again as the load leaves it."""
     ground_height_noise: float = 0.01
     """Std of 'a stance sphere lies on flat ground at ground_height' [m]; 0 turns it off."""
     ground_height: float = g1.FOOT_SPHERE_RADIUS
@@ -123,6 +126,7 @@ class EstimatorConfig:
                 raise EstimatorConfigError(f'EstimatorConfig.{f.name} must be >= 0, got {value}')
         positive = ('accel_noise', 'position_noise', 'stance_foot_noise', 'swing_foot_noise',
                     'kinematics_noise', 'swing_kinematics_noise', 'foot_velocity_noise',
+                    'foot_vertical_velocity_noise',
                     'initial_velocity_std', 'max_dt')
         for name in positive:
             if getattr(self, name) <= 0.0:
@@ -399,6 +403,12 @@ class StateEstimator:
                 spheres[idx[np.argmax(share[idx])]] = True
         return feet, spheres, share
 
+    def _velocity_variance(self) -> np.ndarray:
+        """[3] variance of the pelvis velocity measured by one stance foot, odom axes."""
+        cfg = self.config
+        return np.array([cfg.foot_velocity_noise, cfg.foot_velocity_noise,
+                         cfg.foot_vertical_velocity_noise]) ** 2
+
     def _gate(self, x: np.ndarray, cov: np.ndarray, kin: _Kinematics, feet: np.ndarray,
               stance: np.ndarray, spheres: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
         """
@@ -411,8 +421,7 @@ class StateEstimator:
         against the predicted velocity covariance plus the measurement noise; a
         sphere that fails leaves contact, and a foot left with none leaves it too.
         """
-        s_inv = np.linalg.inv(cov[3:6, 3:6]
-                              + self.config.foot_velocity_noise ** 2 * np.eye(3))
+        s_inv = np.linalg.inv(cov[3:6, 3:6] + np.diag(self._velocity_variance()))
         y = -kin.rel_velocity - x[3:6]
         moving = stance & (np.einsum('ni,ij,nj->n', y, s_inv, y) > self.config.stance_gate)
         spheres = spheres & ~moving
@@ -460,7 +469,7 @@ class StateEstimator:
             hv[:, 3:6] = np.eye(3)
             rows_h.append(hv)
             rows_z.append(-kin.rel_velocity[stance].mean(axis=0))
-            rows_r.append(np.full(3, cfg.foot_velocity_noise ** 2))
+            rows_r.append(self._velocity_variance())
         # Flat ground: a stance sphere's centre is at ground height.
         if cfg.ground_height_noise > 0.0:
             for i in np.flatnonzero(spheres & state.sphere_contact):
