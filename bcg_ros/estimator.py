@@ -70,7 +70,7 @@ class EstimatorConfig:
 
     gravity: float = 9.81
     """Gravity [m/s^2], along -z of the odom frame."""
-    accel_noise: float = 0.3
+    accel_noise: float = 0.1
     """Accelerometer noise density on the velocity [m/s^2 / sqrt(Hz)]."""
     position_noise: float = 0.001
     """Process noise density on the pelvis position [m / sqrt(s)]."""
