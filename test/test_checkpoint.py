@@ -108,6 +108,10 @@ def test_resume_with_another_configuration_names_the_field(tmp_path):
     # Where BCG's branch work runs is not what the learner learns: it may change.
     slots = _train(out, ['--set', 'run.iterations=3', '--set', 'g1.bcg.max_bundled=4'])
     assert slots.returncode == 0, slots.stdout + slots.stderr
+    # Nor is a noisier velocity observation: a policy may be taken on with more noise.
+    noisier = _train(out, ['--set', 'run.iterations=4', '--set', 'g1.bcg.max_bundled=4',
+                           '--set', 'g1.base_velocity_noise=0.2'])
+    assert noisier.returncode == 0, noisier.stdout + noisier.stderr
 
 
 def test_export_only_writes_the_policy_with_its_provenance(tmp_path):

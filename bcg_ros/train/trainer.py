@@ -31,10 +31,12 @@ from bcg_ros.train.config import (ConfigError, TrainConfig, config_diff, config_
 CHECKPOINT = 'checkpoint.npz'
 RESUMABLE_CHANGES = ('run.iterations', 'run.progress_bar', 'run.evaluate', 'run.export',
                      'run.tensorboard', 'run.eval_runs', 'run.checkpoint_every',
-                     'run.curves_every', 'run.keep_checkpoints', 'g1.bcg.max_bundled')
-"""Fields a resumed run may change: how long it runs, how it reports, and where BCG's
-branch work runs (``g1.bcg.max_bundled`` changes the gradient only for a bundle dropped for
-want of a slot, which the history counts), not what it learns."""
+                     'run.curves_every', 'run.keep_checkpoints', 'g1.bcg.max_bundled',
+                     'g1.base_velocity_noise')
+"""Fields a resumed run may change: how long it runs, how it reports, where BCG's branch
+work runs (``g1.bcg.max_bundled`` changes the gradient only for a bundle dropped for want of
+a slot, which the history counts), and how noisy the observed base velocity is (a policy
+taken on with more noise, to stand the estimator's errors, keeps its network and state)."""
 
 
 def compiling_message() -> str:
