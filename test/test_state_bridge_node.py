@@ -210,3 +210,18 @@ def test_health_on_diagnostics(bridge_run):
     values = {kv.key: kv.value for kv in last.values}
     assert int(values['lowstate_received']) > 100
     assert float(values['height']) == pytest.approx(bridge_run['height'], abs=0.02)
+
+
+def test_params_yaml_holds_the_code_defaults():
+    import dataclasses
+    import yaml
+    from bcg_ros.estimator import EstimatorConfig
+    from bcg_ros.nodes.state_bridge_node import StateBridgeConfig
+    y = yaml.safe_load(PARAMS.read_text())['state_bridge_node']['ros__parameters']
+    names = set()
+    for cls in (StateBridgeConfig, EstimatorConfig):
+        for f in dataclasses.fields(cls):
+            names.add(f.name)
+            assert f.name in y, f'{PARAMS}: {f.name} missing'
+            assert y[f.name] == f.default, f'{PARAMS}: {f.name} = {y[f.name]!r}, code {f.default!r}'
+    assert set(y) == names, set(y) ^ names
