@@ -223,5 +223,6 @@ def test_params_yaml_holds_the_code_defaults():
         for f in dataclasses.fields(cls):
             names.add(f.name)
             assert f.name in y, f'{PARAMS}: {f.name} missing'
-            assert y[f.name] == f.default, f'{PARAMS}: {f.name} = {y[f.name]!r}, code {f.default!r}'
+            assert y[f.name] == f.default, \
+                f'{PARAMS}: {f.name} = {y[f.name]!r}, code {f.default!r}'
     assert set(y) == names, set(y) ^ names
