@@ -57,6 +57,33 @@ def test_share_vertical_force_reproduces_the_wrench():
     np.testing.assert_allclose(share @ offsets[:, :2], cop * fz, atol=1e-6)
 
 
+def test_a_moving_stance_sphere_leaves_contact(estimator):
+    # Pelvis predicted at 1 m/s forward. The left foot's spheres stand still (their
+    # velocity relative to the pelvis is -1 m/s); on the right foot, two spheres slide
+    # sideways at 0.3 m/s (a heel slipping) and two stand. Then the whole right foot swings
+    # at 2 m/s.
+    x = np.zeros(est.STATE_SIZE)
+    x[3] = 1.0
+    cov = np.eye(est.STATE_SIZE) * 1e-4
+    rel = np.tile([-1.0, 0.0, 0.0], (est.NUM_SPHERES, 1))
+    right = np.flatnonzero(est.SPHERE_FOOT == 1)
+    rel[right[:2], 1] = 0.3
+    kin = est._Kinematics(np.zeros((est.NUM_SPHERES, 3)), rel, np.zeros((2, 3)),
+                          np.tile(np.eye(3), (2, 1, 1)), np.zeros((2, 6)))
+    every = np.ones(est.NUM_SPHERES, bool)
+    feet, spheres = estimator._gate(x, cov, kin, np.ones(2, bool), every, every)
+    assert feet.all()
+    assert spheres.tolist() == [True] * 4 + [False, False, True, True]
+    rel[right] = [1.0, 0.0, 0.0]
+    feet, spheres = estimator._gate(x, cov, kin, np.ones(2, bool), every, every)
+    assert feet.tolist() == [True, False] and not spheres[right].any()
+    # A sphere that only just touched down (not yet in stance) is not judged.
+    stance = every.copy()
+    stance[right] = False
+    feet, spheres = estimator._gate(x, cov, kin, np.ones(2, bool), stance, every)
+    assert feet.all() and spheres.all()
+
+
 def test_config_errors_name_the_field():
     with pytest.raises(est.EstimatorConfigError, match='contact_off_force'):
         est.EstimatorConfig(contact_on_force=20.0, contact_off_force=30.0)
