@@ -150,6 +150,27 @@ def test_checkpoints_kept_along_the_run(tmp_path):
     assert bad.returncode == 2 and 'run.keep_checkpoints' in bad.stderr
 
 
+def test_a_time_budget_stops_the_run_and_a_larger_one_goes_on(tmp_path):
+    from bcg_ros import train
+    from bcg_ros.train.trainer import Trainer
+    cfg = train.make_config('toy', None, train.parse_set(['run.iterations=40',
+                                                          'run.max_minutes=1']))
+    t = Trainer(cfg, tmp_path / 'run', log=lambda msg: None)
+
+    def a_minute_passes_at_the_third(m):
+        if t.iteration == 3:
+            t.wall_before += 60.0
+
+    assert t.run(on_iteration=a_minute_passes_at_the_third)
+    assert t.iteration == 3 and t.out_of_time()
+    more = train.make_config('toy', None, train.parse_set(['run.iterations=40',
+                                                           'run.max_minutes=100']))
+    t2 = Trainer(more, tmp_path / 'run', log=lambda msg: None)
+    assert t2.iteration == 3 and not t2.out_of_time()
+    assert t2.run(should_stop=lambda: t2.iteration >= 5) is False
+    assert t2.iteration == 5
+
+
 def test_a_background_run_stopped_by_sigterm_writes_its_checkpoint(tmp_path):
     """``bcg-train ... &`` has SIGINT ignored; ``kill`` (SIGTERM) still saves the run."""
     import signal

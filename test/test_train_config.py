@@ -38,6 +38,7 @@ def test_overrides_by_dotted_name_are_typed():
     ('shac.horizon=3.5', ['shac.horizon', 'integer']),
     ('shac.nope=1', ['shac.nope', 'no field', 'horizon']),
     ('run.algo=sac', ['run.algo']),
+    ('run.max_minutes=-1', ['run.max_minutes']),
     ('g1.bcg.branches=0', ['g1.bcg.branches']),
     ('shac=1', ['shac', 'section']),
 ])

@@ -40,6 +40,10 @@ class RunConfig:
     """Environment: 'g1' (imitation of a reference motion) or 'toy' (the test env)."""
     iterations: int = 3000
     """Training iterations (learning rates decay over these)."""
+    max_minutes: float = 0.0
+    """Stop once the run's wall-clock (``wall_s``: compiles included, summed over resumed
+    sessions) reaches this many minutes, even short of ``iterations``; 0: no limit. Two
+    learners given the same budget on one machine compare at equal wall-clock."""
     seed: int = 0
     """Seed of every random key of the run."""
     checkpoint_every: int = 50
@@ -233,6 +237,9 @@ def check_config(cfg: TrainConfig):
         raise ConfigError(f"run.env: expected 'g1' or 'toy', got {cfg.run.env!r}")
     if cfg.run.iterations < 1:
         raise ConfigError(f'run.iterations: must be >= 1, got {cfg.run.iterations}')
+    if not cfg.run.max_minutes >= 0.0:
+        raise ConfigError(f'run.max_minutes: must be >= 0 (0: no limit), got '
+                          f'{cfg.run.max_minutes}')
     if cfg.run.checkpoint_every < 1:
         raise ConfigError(f'run.checkpoint_every: must be >= 1, got {cfg.run.checkpoint_every}')
     bad = [f for f in cfg.run.keep_checkpoints if not 0.0 <= f <= 1.0]

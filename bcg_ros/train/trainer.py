@@ -29,8 +29,8 @@ from bcg_ros.train.config import (ConfigError, TrainConfig, config_diff, config_
                                   with_defaults)
 
 CHECKPOINT = 'checkpoint.npz'
-RESUMABLE_CHANGES = ('run.iterations', 'run.progress_bar', 'run.evaluate', 'run.export',
-                     'run.tensorboard', 'run.eval_runs', 'run.checkpoint_every',
+RESUMABLE_CHANGES = ('run.iterations', 'run.max_minutes', 'run.progress_bar', 'run.evaluate',
+                     'run.export', 'run.tensorboard', 'run.eval_runs', 'run.checkpoint_every',
                      'run.curves_every', 'run.keep_checkpoints', 'g1.bcg.max_bundled',
                      'g1.base_velocity_noise')
 """Fields a resumed run may change: how long it runs, how it reports, where BCG's branch
@@ -298,9 +298,10 @@ class Trainer:
     def run(self, should_stop: Callable[[], bool] = lambda: False,
             on_iteration: Optional[Callable[[Dict[str, float]], None]] = None) -> bool:
         """
-        Train until ``run.iterations`` or ``should_stop()``; return whether it finished.
+        Train until ``run.iterations``, ``run.max_minutes`` or ``should_stop()``.
 
-        A KeyboardInterrupt saves a checkpoint before it propagates.
+        Return whether it finished (all iterations, or the time budget spent). A
+        KeyboardInterrupt saves a checkpoint before it propagates.
         """
         total = self.cfg.run.iterations
         bar = None
@@ -311,7 +312,7 @@ class Trainer:
         try:
             if self.iteration < total and not should_stop() and self.compile_s is None:
                 self._compile_with_bar(bar)
-            while self.iteration < total and not should_stop():
+            while self.iteration < total and not should_stop() and not self.out_of_time():
                 m = self.step()
                 if bar is not None:
                     bar.update(1)
@@ -326,9 +327,17 @@ class Trainer:
         finally:
             if bar is not None:
                 bar.close()
+        if self.out_of_time() and self.iteration < total:
+            self.log(f'run.max_minutes ({self.cfg.run.max_minutes:g}) reached at iteration '
+                     f'{self.iteration} of {total}')
         self.save_checkpoint()
         self.write_curves()
-        return self.iteration >= total
+        return self.iteration >= total or self.out_of_time()
+
+    def out_of_time(self) -> bool:
+        """Whether the run's wall-clock has reached ``run.max_minutes`` (never when 0)."""
+        budget = self.cfg.run.max_minutes
+        return budget > 0 and self.wall_s >= 60.0 * budget
 
     def _compile_with_bar(self, bar: Optional[Any]) -> None:
         """Compile with 'compiling' on the progress bar, the log printed around it."""
