@@ -369,3 +369,53 @@ def test_the_estimator_follows_the_shipped_run_policy(g, monkeypatch):
     horizontal = np.sqrt(np.mean(np.sum(err[:, :2] ** 2, axis=-1)))
     assert horizontal < 0.15, horizontal
     assert np.sqrt(np.mean(err[:, 2] ** 2)) < 0.2
+
+
+def test_sensor_noise_reaches_the_policy_and_its_estimator_at_the_robots_levels(
+        g, tmp_path, monkeypatch):
+    # A zero residual policy ignores what it reads, so with and without noise the runs are
+    # the same physics: the estimator's samples then differ by the noise alone.
+    from bcg_ros import estimator as est
+    from bcg_ros.motion import load_motion
+    from bcg_ros.robot.sensors import SensorNoise
+    run = load_motion('run', control_dt=g1.CONTROL_DT)
+    c = ct.imitation_contract(run.name, run.num_frames, residual=True, ref_velocity=True,
+                              base_velocity=True)
+    p = load_policy(synthetic.save_policy(tmp_path / 'vel.onnx', c))
+    seen = []
+
+    class Recording(est.BaseVelocity):
+        def update(self, sample, time):
+            seen[-1].append(sample)
+            super().update(sample, time)
+
+    monkeypatch.setattr(est, 'BaseVelocity', Recording)
+    from bcg_ros.eval import rollout
+    reads, targets = [], rollout.Controller.targets
+
+    def reading(self, step, quat, gyro, joint_pos, joint_vel, lin_vel=None):
+        reads[-1].append(joint_pos.copy())
+        return targets(self, step, quat, gyro, joint_pos, joint_vel, lin_vel)
+
+    monkeypatch.setattr(rollout.Controller, 'targets', reading)
+    runs = []
+    for k in (0.0, 2.0):
+        seen.append([])
+        reads.append([])
+        runs.append(run_once(p, g, 3, RolloutConfig(duration=0.4, sensor_noise=k), run))
+    np.testing.assert_allclose(runs[0].joint_pos, runs[1].joint_pos, atol=1e-9)
+    exact, noisy = seen
+    assert len(exact) == len(noisy) > 50
+    robot = SensorNoise().scaled(2.0)
+    for name, std in (('q', robot.joint_pos), ('dq', robot.joint_vel), ('gyro', robot.gyro),
+                      ('acc', robot.acc)):
+        diff = np.array([getattr(b, name) - getattr(a, name) for a, b in zip(exact, noisy)])
+        assert 0.8 * std < diff.std() < 1.2 * std, (name, diff.std(), std)
+    policy_diff = np.array(reads[1]) - np.array(reads[0])   # what the policy read
+    assert 0.8 * robot.joint_pos < policy_diff.std() < 1.2 * robot.joint_pos
+    np.testing.assert_array_equal(np.array([s.quat for s in exact]),
+                                  np.array([s.quat for s in noisy]))
+    with pytest.raises(ValueError, match='sensor_noise'):
+        RolloutConfig(sensor_noise=-1.0)
+    with pytest.raises(ValueError, match='SensorNoise.gyro'):
+        SensorNoise(gyro=float('nan'))

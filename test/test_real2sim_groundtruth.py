@@ -291,7 +291,7 @@ def test_quick_logs_read_back_as_robot_logs(quick_logs):
 
 def test_logged_commands_replay_the_logged_states_with_the_truth_only(quick_logs):
     truth = physics.load(quick_logs / gt.HIDDEN / 'truth.yaml')
-    noise = gt.NoiseConfig().joint_pos
+    noise = gt.SensorNoise().joint_pos
     for scenario in gt.load_scenarios(quick_logs / gt.HIDDEN / 'scenarios.yaml'):
         log = logs.read_log(quick_logs / scenario.name)
 

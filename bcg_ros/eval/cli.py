@@ -56,6 +56,9 @@ def _common(p: argparse.ArgumentParser):
                    help='seconds between random pushes (default: none)')
     p.add_argument('--push-velocity', type=float, default=0.5, help='push size [m/s]')
     p.add_argument('--stop-on-fall', action='store_true', help='end a run when it falls')
+    p.add_argument('--sensor-noise', type=float, default=0.0,
+                   help="noise on the encoders, their speeds, gyro and accelerometer the "
+                        "policy and its estimator read, in units of a G1's (default 0: exact)")
     p.add_argument('--sim-dt', type=float, default=RolloutConfig.sim_dt,
                    help='physics step [s] (default: the training simulator\'s 0.005; '
                         '0: the model file\'s own)')
@@ -81,7 +84,7 @@ def _common(p: argparse.ArgumentParser):
 def _rollout(args) -> RolloutConfig:
     return RolloutConfig(duration=args.duration, push_interval=args.push_interval,
                          push_velocity=args.push_velocity, stop_on_fall=args.stop_on_fall,
-                         sim_dt=args.sim_dt, seed=args.seed)
+                         sim_dt=args.sim_dt, seed=args.seed, sensor_noise=args.sensor_noise)
 
 
 def _render(args, runs: int = 0) -> RenderConfig:

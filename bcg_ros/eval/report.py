@@ -63,6 +63,10 @@ def markdown(result: Mapping) -> str:
     if result.get('physics_params'):
         lines.append(f'- physical parameters `{result["physics_params"]}` (MuJoCo\'s robot '
                      'differs from the model file: bcg_ros.robot.physics)')
+    noise = (result.get('config') or {}).get('rollout', {}).get('sensor_noise', 0.0)
+    if noise:
+        lines.append(f"- sensor noise {noise:g} x a G1's on what the policy and its estimator "
+                     'read (bcg_ros.robot.sensors)')
     if result.get('added_floor'):
         lines.append('- the model file has no ground plane: the evaluator added one at z = 0')
     lines += ['', '| controller | falls | diverged | penetration [mm] | delta-d [mm] '

@@ -26,7 +26,7 @@ from bcg_ros import contract as ct
 from bcg_ros import estimator as est
 from bcg_ros import motion as motion_mod
 from bcg_ros.motion import Motion
-from bcg_ros.robot import g1, pd, physics
+from bcg_ros.robot import g1, pd, physics, sensors
 from bcg_ros.robot.model import G1Model
 from bcg_ros.runtime.policy import Policy
 
@@ -57,6 +57,10 @@ class RolloutConfig:
     """End a run at its fall instead of simulating the rest."""
     seed: int = 0
     """Run i uses seed + i."""
+    sensor_noise: float = 0.0
+    """Sensor noise on what the policy and its state estimator read, in units of a G1's
+    (:class:`bcg_ros.robot.sensors.SensorNoise`: encoders, their speeds, gyro,
+    accelerometer; 1: the robot's order); 0: exact sensors."""
     python_pd: bool = False
     """Compute the PD here each physics step and sample contacts every physics step
     (slower) instead of MuJoCo's PD actuators and contacts once per policy step."""
@@ -64,7 +68,7 @@ class RolloutConfig:
     def __post_init__(self):
         """Reject values that cannot describe a run, naming the field."""
         for name in ('duration', 'velocity_duration', 'sim_dt', 'joint_noise',
-                     'root_vel_noise', 'push_interval', 'push_velocity'):
+                     'root_vel_noise', 'push_interval', 'push_velocity', 'sensor_noise'):
             if getattr(self, name) < 0:
                 raise ValueError(f'RolloutConfig.{name} must be >= 0, got {getattr(self, name)}')
         lo, hi = self.friction_range
@@ -421,14 +425,31 @@ def run_once(policy: Union[Policy, Baseline], g: G1Model, seed: int,
         rows = {k: [] for k in ROW_SHAPES}
         depths, pushes, diverged = [], 0, ''
         actor = Controller(policy, motion, cmd)
-        # A policy that observes its velocity gets the state estimator's, fed each
-        # physics step as the robot's LowState feeds it.
+        # What the robot's LowState would carry (with its sensor noise, when asked): the
+        # policy reads the latest, and a policy that observes its velocity gets the state
+        # estimator's, fed each physics step as the robot's LowState feeds it.
+        noise = sensors.SensorNoise().scaled(config.sensor_noise)
+        noise_rng = np.random.default_rng([seed, 1])   # apart: the other draws stay put
+        latest: List[est.Sample] = []
+
+        def measure() -> est.Sample:
+            s = robot.imu_sample(d)
+            if not noise.silent:
+                q, dq, gyro, acc = noise.apply(noise_rng, s.q, s.dq, s.gyro, s.acc)
+                s = dataclasses.replace(s, q=q, dq=dq, gyro=gyro, acc=acc)
+            latest[:] = [s]
+            return s
+
         velocity = est.BaseVelocity() if actor.needs_velocity else None
         if velocity is not None:
-            velocity.update(robot.imu_sample(d), d.time)
+            velocity.update(measure(), d.time)
         for step in range(n_steps):
-            q_pol = actor.targets(step, d.qpos[3:7].copy(), d.qvel[3:6].copy(),
-                                  d.qpos[qadr][ids], d.qvel[vadr][ids],
+            if noise.silent:
+                gyro, q_now, dq_now = d.qvel[3:6].copy(), d.qpos[qadr], d.qvel[vadr]
+            else:
+                now = latest[0] if velocity is not None else measure()
+                gyro, q_now, dq_now = now.gyro, now.q, now.dq
+            q_pol = actor.targets(step, d.qpos[3:7].copy(), gyro, q_now[ids], dq_now[ids],
                                   None if velocity is None else velocity.body_velocity())
             if q_pol is None:
                 diverged = f'non-finite policy output at t = {d.time:.3f} s'
@@ -454,7 +475,7 @@ def run_once(policy: Union[Policy, Baseline], g: G1Model, seed: int,
                     else:
                         for _ in range(n):
                             mujoco.mj_step(m, d)
-                            velocity.update(robot.imu_sample(d), d.time)
+                            velocity.update(measure(), d.time)
                     done += n
                 # Contacts of the last physics step: the depth is sampled once per policy
                 # step, an unbiased sample of its time average.
@@ -471,7 +492,7 @@ def run_once(policy: Union[Policy, Baseline], g: G1Model, seed: int,
                         kp * (held - d.qpos[qadr]) - kd * d.qvel[vadr], -tau_lim, tau_lim)
                     mujoco.mj_step(m, d)
                     if velocity is not None:
-                        velocity.update(robot.imu_sample(d), d.time)
+                        velocity.update(measure(), d.time)
                     depth, touch = robot.foot_contacts(d)
                     if depth.size:
                         depths.append(depth)

@@ -51,6 +51,7 @@ from bcg_ros.real2sim import logs
 from bcg_ros.robot import g1, lowlevel, model as model_mod, physics
 from bcg_ros.robot.g1_sim import G1Sim, G1SimConfig
 from bcg_ros.robot.lowlevel import LowStateSample, MotorCommand
+from bcg_ros.robot.sensors import SensorNoise
 
 SCENARIOS = ('stand', 'push', 'policy', 'drop', 'sweep')
 """The logs :func:`make_logs` writes by default, in this order."""
@@ -124,20 +125,6 @@ class Scenario:
 
 
 @dataclass(frozen=True)
-class NoiseConfig:
-    """Sensor noise of the logged LowState (Gaussian, independent per sample)."""
-
-    joint_pos: float = 2e-4
-    """[rad]: an absolute encoder's resolution, about 2^-15 of a turn."""
-    joint_vel: float = 0.02
-    """[rad/s]: velocity from differentiated encoder counts."""
-    gyro: float = 0.005
-    """[rad/s]."""
-    acc: float = 0.05
-    """[m/s^2]."""
-
-
-@dataclass(frozen=True)
 class GeneratorConfig:
     """Which logs to make, how long, on which hidden robot."""
 
@@ -155,7 +142,7 @@ class GeneratorConfig:
     """G1 MJCF of the robot; empty: the project's model."""
     ranges: physics.PhysicsRanges = field(default_factory=physics.PhysicsRanges)
     """Where the hidden parameters are drawn from."""
-    noise: Optional[NoiseConfig] = field(default_factory=NoiseConfig)
+    noise: Optional[SensorNoise] = field(default_factory=SensorNoise)
     """Sensor noise; None: exact sensors."""
     push_force: Tuple[float, float] = (15.0, 35.0)
     """Magnitude range of a push [N], random horizontal direction: what the PD's stance
@@ -384,7 +371,7 @@ def make_scenario(kind: str, cfg: GeneratorConfig, robot: model_mod.G1Model,
     return scenario, controller
 
 
-def sim_config(noise: Optional[NoiseConfig], seed: int = 0) -> G1SimConfig:
+def sim_config(noise: Optional[SensorNoise], seed: int = 0) -> G1SimConfig:
     """g1_sim_node's configuration with this sensor noise (None: exact sensors)."""
     if noise is None:
         return dataclasses.replace(SIM, seed=seed)

@@ -31,7 +31,7 @@ from typing import Optional, Tuple
 import mujoco
 import numpy as np
 
-from bcg_ros.robot import g1, lowlevel, model as model_mod, pd, physics
+from bcg_ros.robot import g1, lowlevel, model as model_mod, pd, physics, sensors
 
 
 @dataclass(frozen=True)
@@ -131,6 +131,9 @@ class G1Sim:
         self.strength = pd.motor_strength(self.model, self.robot.actuator_ids)
         self.data = mujoco.MjData(self.model)
         self.rng = np.random.default_rng(cfg.seed)
+        self.noise = sensors.SensorNoise(joint_pos=cfg.joint_pos_noise,
+                                         joint_vel=cfg.joint_vel_noise, gyro=cfg.gyro_noise,
+                                         acc=cfg.acc_noise)
         self.steps_per_state = int(round(1.0 / (cfg.state_rate_hz * cfg.sim_dt)))
         self.delay = pd.CommandDelay(physics.latency_steps(self.physics.latency, cfg.sim_dt))
         """Commands on their way to the motors (the control latency)."""
@@ -229,15 +232,7 @@ class G1Sim:
         quat = d.sensordata[self.sensor['imu_quat']].copy()
         gyro = d.sensordata[self.sensor['imu_gyro']].copy()
         acc = d.sensordata[self.sensor['imu_acc']].copy()
-        c = self.cfg
-        if c.joint_pos_noise:
-            q += self.rng.normal(0.0, c.joint_pos_noise, q.shape)
-        if c.joint_vel_noise:
-            dq += self.rng.normal(0.0, c.joint_vel_noise, dq.shape)
-        if c.gyro_noise:
-            gyro += self.rng.normal(0.0, c.gyro_noise, 3)
-        if c.acc_noise:
-            acc += self.rng.normal(0.0, c.acc_noise, 3)
+        q, dq, gyro, acc = self.noise.apply(self.rng, q, dq, gyro, acc)
         return q, dq, quat, gyro, acc
 
     def odometry(self) -> Tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
