@@ -310,6 +310,10 @@ class StateEstimator:
         if len(self.chains) != NUM_FEET:
             raise ValueError(f'StateEstimator needs {NUM_FEET} leg chains, got {len(self.chains)}')
         self._sphere_local = np.array([p for _, p in g1.FOOT_SPHERES], dtype=np.float64)
+        # Variance of the pelvis velocity one stance foot measures, odom axes.
+        self._foot_velocity_var = np.array([config.foot_velocity_noise,
+                                            config.foot_velocity_noise,
+                                            config.foot_vertical_velocity_noise]) ** 2
         self._foot_spheres = [np.flatnonzero(SPHERE_FOOT == k) for k in range(NUM_FEET)]
         # Kinematic measurement rows, c_i - p, fixed.
         self._h_kin = np.zeros((3 * NUM_SPHERES, STATE_SIZE))
@@ -403,12 +407,6 @@ class StateEstimator:
                 spheres[idx[np.argmax(share[idx])]] = True
         return feet, spheres, share
 
-    def _velocity_variance(self) -> np.ndarray:
-        """[3] variance of the pelvis velocity measured by one stance foot, odom axes."""
-        cfg = self.config
-        return np.array([cfg.foot_velocity_noise, cfg.foot_velocity_noise,
-                         cfg.foot_vertical_velocity_noise]) ** 2
-
     def _gate(self, x: np.ndarray, cov: np.ndarray, kin: _Kinematics, feet: np.ndarray,
               stance: np.ndarray, spheres: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
         """
@@ -421,7 +419,7 @@ class StateEstimator:
         against the predicted velocity covariance plus the measurement noise; a
         sphere that fails leaves contact, and a foot left with none leaves it too.
         """
-        s_inv = np.linalg.inv(cov[3:6, 3:6] + np.diag(self._velocity_variance()))
+        s_inv = np.linalg.inv(cov[3:6, 3:6] + np.diag(self._foot_velocity_var))
         y = -kin.rel_velocity - x[3:6]
         moving = stance & (np.einsum('ni,ij,nj->n', y, s_inv, y) > self.config.stance_gate)
         spheres = spheres & ~moving
@@ -469,7 +467,7 @@ class StateEstimator:
             hv[:, 3:6] = np.eye(3)
             rows_h.append(hv)
             rows_z.append(-kin.rel_velocity[stance].mean(axis=0))
-            rows_r.append(self._velocity_variance())
+            rows_r.append(self._foot_velocity_var)
         # Flat ground: a stance sphere's centre is at ground height.
         if cfg.ground_height_noise > 0.0:
             for i in np.flatnonzero(spheres & state.sphere_contact):
