@@ -61,7 +61,7 @@ class RobotObs:
     """Velocity command (vx, vy, wz) for velocity-tracking policies."""
     lin_vel: Optional[np.ndarray] = None
     """Base linear velocity in the base frame [m/s]: the state estimator's on the robot
-    and in MuJoCo (:class:`bcg_ros.estimator.BaseVelocity`), None where none runs."""
+    and in MuJoCo (:class:`bcg_ros.runtime.estimator.BaseVelocity`), None where none runs."""
 
 
 @dataclass(frozen=True)

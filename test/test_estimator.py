@@ -7,7 +7,7 @@ import mujoco
 import numpy as np
 import pytest
 
-from bcg_ros import estimator as est
+from bcg_ros.runtime import estimator as est
 from bcg_ros.bench import estimator as bench
 from bcg_ros.robot import g1
 from bcg_ros.robot import model as g1_model
@@ -31,7 +31,7 @@ def _sample_from(robot, d, tau=None):
 
 
 def test_core_does_not_import_rclpy():
-    code = 'import sys, bcg_ros.estimator; assert "rclpy" not in sys.modules'
+    code = 'import sys, bcg_ros.runtime.estimator; assert "rclpy" not in sys.modules'
     subprocess.run([sys.executable, '-c', code], check=True)
 
 

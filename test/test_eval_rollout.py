@@ -289,7 +289,7 @@ def test_a_robot_only_model_gets_a_floor_and_the_report_says_so(tmp_path, stand,
 
 def test_base_velocity_comes_from_the_estimator_in_the_loop(g):
     """imu_sample + BaseVelocity on the official-like MJCF: the running clip replayed."""
-    from bcg_ros import estimator as est
+    from bcg_ros.runtime import estimator as est
     from bcg_ros.eval.rollout import _Robot, start_state
     from bcg_ros.motion import load_motion, resample
     from bcg_ros.robot import pd
@@ -347,7 +347,8 @@ def test_the_estimator_follows_the_shipped_run_policy(g, monkeypatch):
     rolls onto the toes: a stance test on force alone let those feet drag the estimate
     by metres per second at every stride.
     """
-    from bcg_ros import estimator as est, policies
+    from bcg_ros import policies
+    from bcg_ros.runtime import estimator as est
     from bcg_ros.motion import load_motion
     reads, truth = [], []
 
@@ -375,7 +376,7 @@ def test_sensor_noise_reaches_the_policy_and_its_estimator_at_the_robots_levels(
         g, tmp_path, monkeypatch):
     # A zero residual policy ignores what it reads, so with and without noise the runs are
     # the same physics: the estimator's samples then differ by the noise alone.
-    from bcg_ros import estimator as est
+    from bcg_ros.runtime import estimator as est
     from bcg_ros.motion import load_motion
     from bcg_ros.robot.sensors import SensorNoise
     run = load_motion('run', control_dt=g1.CONTROL_DT)

@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
-from bcg_ros import executor as ex
+from bcg_ros.runtime import modes
 from bcg_ros.robot import g1, lowlevel
 
 unitree_hg_msg = pytest.importorskip(
@@ -27,7 +27,7 @@ from rclpy.serialization import serialize_message  # noqa: E402
 EXAMPLES = 5_500
 """Examples of 2-3 LowStates each: at least 11,000 hostile LowStates."""
 MIN_LOWSTATES = 10_000
-CFG = ex.ExecutorConfig(stand_duration=0.05)
+CFG = modes.ExecutorConfig(stand_duration=0.05)
 LIMITS = CFG.limits
 COUNT = {'examples': 0, 'lowstates': 0, 'lowcmds': 0, 'damping_required': 0}
 
@@ -83,8 +83,8 @@ def policy_output(draw, t):
     q = draw(values(29, True)).astype(float)
     action = draw(values(29, True)).astype(float)
     kp = draw(values(29, True)).astype(float)
-    return ex.PolicyOutput(stamp=t, q=q, kp=np.abs(kp), kd=np.asarray(g1.DEFAULT_KD),
-                           action=action)
+    return modes.PolicyOutput(stamp=t, q=q, kp=np.abs(kp), kd=np.asarray(g1.DEFAULT_KD),
+                              action=action)
 
 
 def start_state(mode, t):
@@ -94,16 +94,16 @@ def start_state(mode, t):
     s = lowlevel.LowStateSample(t, 0, 5, 0, q, np.zeros(35), np.zeros(35),
                                 np.array([1.0, 0, 0, 0]), np.zeros(3), np.zeros(3),
                                 bytes(40))
-    state = ex.ExecState(sample=s, since=t)
-    state = ex.enter(state, mode, 'fuzz', t - 1.0)
-    if mode is ex.Mode.STAND:
+    state = modes.ExecState(sample=s, since=t)
+    state = modes.enter(state, mode, 'fuzz', t - 1.0)
+    if mode is modes.Mode.STAND:
         state = dataclasses.replace(state, stand_from=q[:29])
     return state
 
 
 @settings(max_examples=EXAMPLES, deadline=None, database=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
-@given(mode=st.sampled_from(list(ex.Mode)), run=st.lists(lowstate(), min_size=2, max_size=3),
+@given(mode=st.sampled_from(list(modes.Mode)), run=st.lists(lowstate(), min_size=2, max_size=3),
        data=st.data())
 def test_hostile_lowstates_never_produce_an_unsafe_lowcmd(mode, run, data):
     COUNT['examples'] += 1
@@ -114,14 +114,14 @@ def test_hostile_lowstates_never_produce_an_unsafe_lowcmd(mode, run, data):
         t += gap
         sample = lowlevel.read_lowstate_cdr(raw, t)
         before = state.mode
-        state, requests = ex.on_lowstate(CFG, state, sample)
+        state, requests = modes.on_lowstate(CFG, state, sample)
         for req in requests:
-            state, _, _ = ex.request(CFG, state, req, t, source='remote')
+            state, _, _ = modes.request(CFG, state, req, t, source='remote')
         COUNT['lowstates'] += 1
         t_cmd = t + data.draw(st.sampled_from([0.0, 0.001, CFG.stale_timeout * 1.2]))
         policy = policy_output(data.draw, t_cmd) if data.draw(st.booleans()) else None
-        bad_state = ex.check_state(CFG, sample) is not None
-        state, cmd = ex.on_tick(CFG, state, t_cmd, policy)
+        bad_state = modes.check_state(CFG, sample) is not None
+        state, cmd = modes.on_tick(CFG, state, t_cmd, policy)
         assert cmd is not None
         wire = lowlevel.fill_lowcmd(out_msg, cmd)
         back, crc_ok = lowlevel.read_lowcmd_cdr(serialize_message(wire))
@@ -129,16 +129,17 @@ def test_hostile_lowstates_never_produce_an_unsafe_lowcmd(mode, run, data):
         assert crc_ok, 'LowCmd crc does not match'
         assert LIMITS.contains(back), 'LowCmd outside the limits or not finite'
         assert back.mode_machine == sample.mode_machine, 'mode_machine not copied'
-        must_damp = (state.mode in (ex.Mode.PASSIVE, ex.Mode.DAMPING)
-                     or (bad_state and ex.driving(ex.ExecState(mode=before)))
-                     or (t_cmd - sample.stamp > CFG.stale_timeout and before is not ex.Mode.PASSIVE
-                         and ex.driving(ex.ExecState(mode=before))))
+        must_damp = (state.mode in (modes.Mode.PASSIVE, modes.Mode.DAMPING)
+                     or (bad_state and modes.driving(modes.ExecState(mode=before)))
+                     or (t_cmd - sample.stamp > CFG.stale_timeout
+                         and before is not modes.Mode.PASSIVE
+                         and modes.driving(modes.ExecState(mode=before))))
         if must_damp:
             COUNT['damping_required'] += 1
             assert back.is_damping(), f'not damping in {state.mode} ({state.reason})'
-            assert not ex.driving(state)
-        if before is ex.Mode.DAMPING:
-            assert state.mode is ex.Mode.DAMPING or requests, 'damping left without a reset'
+            assert not modes.driving(state)
+        if before is modes.Mode.DAMPING:
+            assert state.mode is modes.Mode.DAMPING or requests, 'damping left without a reset'
 
 
 def test_fuzz_count_is_reported():

@@ -4,62 +4,16 @@ policy_node's command path without timing: the scheduling settings fail soft, th
 Timing itself is measured by ``bcg-bench executor``, not tested here.
 """
 
-import os
-
 import numpy as np
 import pytest
 
-from bcg_ros import executor as ex
+from bcg_ros.runtime import modes
 from bcg_ros.robot import g1, lowlevel
 
 rclpy = pytest.importorskip('rclpy', reason='needs rclpy')
 unitree_hg_msg = pytest.importorskip(
     'unitree_hg.msg', reason='unitree_hg is not built; run scripts/build_interfaces.sh')
 from bcg_ros.nodes import policy_node as pn  # noqa: E402 - needs rclpy
-
-
-def _refuse(*args):
-    raise PermissionError(1, 'Operation not permitted')
-
-
-def test_schedule_thread_not_permitted_warns_and_goes_on(monkeypatch):
-    monkeypatch.setattr(os, 'sched_setscheduler', _refuse)
-    monkeypatch.setattr(os, 'sched_setaffinity', _refuse)
-    warnings = pn.schedule_thread(80, cpu=1)
-    assert len(warnings) == 2
-    assert 'SCHED_FIFO priority 80 not permitted' in warnings[0]
-    assert 'normal scheduling' in warnings[0]
-    assert 'CPU 1' in warnings[1]
-
-
-def test_schedule_thread_asks_for_what_is_set(monkeypatch):
-    calls = []
-    monkeypatch.setattr(os, 'sched_setscheduler', lambda pid, policy, param: calls.append(
-        (pid, policy, param.sched_priority)))
-    monkeypatch.setattr(os, 'sched_setaffinity', lambda pid, cpus: calls.append((pid, cpus)))
-    assert pn.schedule_thread(0, -1) == []
-    assert calls == []
-    assert pn.schedule_thread(42, 0) == []
-    assert calls == [(0, os.SCHED_FIFO, 42), (0, {0})]
-
-
-def test_schedule_thread_without_the_calls(monkeypatch):
-    # A platform without sched_setscheduler (not Linux) also fails soft.
-    monkeypatch.delattr(os, 'sched_setscheduler')
-    assert 'not permitted' in pn.schedule_thread(10)[0]
-
-
-def test_schedule_dds_threads_not_permitted(monkeypatch):
-    names = {}
-    for tid in os.listdir('/proc/self/task'):
-        with open(f'/proc/self/task/{tid}/comm') as f:
-            names[tid] = f.read()
-    prefix = names[str(os.getpid())][:4]   # this thread's name: at least one match
-    monkeypatch.setattr(os, 'sched_setscheduler', _refuse)
-    warnings = pn.schedule_dds_threads(70, prefix=prefix)
-    assert len(warnings) == 1 and 'not permitted' in warnings[0]
-    assert pn.schedule_dds_threads(0, prefix=prefix) == []
-    assert pn.schedule_dds_threads(70, prefix='\0no such thread') == []
 
 
 @pytest.mark.parametrize('field,value', [('command_priority', 100), ('command_priority', -1),
@@ -80,7 +34,7 @@ def _commands():
                                   rng.uniform(0, 300, 29), rng.uniform(0, 10, 29),
                                   g1.MODE_MACHINE_29DOF, mode_pr, dq=rng.normal(0, 3, 29),
                                   tau=rng.normal(0, 20, 29))
-    yield lowlevel.damping_command(ex.ExecutorConfig().damping_kd, 3)
+    yield lowlevel.damping_command(modes.ExecutorConfig().damping_kd, 3)
 
 
 @pytest.mark.parametrize('cmd', list(_commands()))
@@ -107,11 +61,11 @@ def test_serialize_lowcmd_is_the_serialized_message(cmd):
 
 
 def test_executor_config_derived_values_are_cached_and_read_only():
-    cfg = ex.ExecutorConfig()
+    cfg = modes.ExecutorConfig()
     assert cfg.limits is cfg.limits and cfg.damping_kd is cfg.damping_kd
     with pytest.raises(ValueError):
         cfg.damping_kd[0] = 0.0
     with pytest.raises(ValueError):
         cfg.limits.kp_max[0] = 1e9
-    other = ex.ExecutorConfig(damping_kd_scale=0.5)
+    other = modes.ExecutorConfig(damping_kd_scale=0.5)
     np.testing.assert_allclose(other.damping_kd, 0.5 * cfg.damping_kd)

@@ -23,9 +23,10 @@ import json, sys
 import numpy as np
 import bcg_ros.nodes.policy_node
 import bcg_ros.nodes.state_bridge_node
-from bcg_ros import estimator, executor
+from bcg_ros.runtime import estimator
+from bcg_ros.runtime.runner import PolicyRunner
 from bcg_ros.robot import g1
-runner = executor.PolicyRunner(sys.argv[1])
+runner = PolicyRunner(sys.argv[1])
 bridge = estimator.StateEstimator()
 sample = estimator.Sample(quat=np.array([1.0, 0.0, 0.0, 0.0]), gyro=np.zeros(3),
                           acc=np.array([0.0, 0.0, 9.81]), q=np.array(g1.DEFAULT_POSE),
@@ -60,7 +61,7 @@ def test_runtime_modules_hold_to_python_38(loaded):
     if not pathlib.Path(vermin).exists():
         pytest.skip('vermin is not installed (requirements-test.txt)')
     files = [f for f in loaded['modules'] if f.endswith('.py')]
-    assert any(f.endswith('executor.py') for f in files)
+    assert any(f.endswith('modes.py') for f in files)
     assert any(f.endswith('legs.py') for f in files)
     out = subprocess.run([vermin, '-t=3.8-', '--no-tips', '--violations', '--eval-annotations',
                           *files], capture_output=True, text=True, timeout=120)

@@ -65,7 +65,7 @@ def test_bcg_eval_without_a_policy_runs_the_shipped_one(tmp_path, capsys):
 
 @pytest.mark.parametrize('path', POLICIES, ids=[p.stem for p in POLICIES])
 def test_the_runner_takes_the_clip_its_policy_names(path):
-    from bcg_ros import executor
-    runner = executor.PolicyRunner(str(path))
+    from bcg_ros.runtime.runner import PolicyRunner
+    runner = PolicyRunner(str(path))
     assert runner.motion.name == path.stem
     assert runner.motion.num_frames == runner.contract.motion_frames

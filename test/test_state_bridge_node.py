@@ -215,7 +215,7 @@ def test_health_on_diagnostics(bridge_run):
 def test_params_yaml_holds_the_code_defaults():
     import dataclasses
     import yaml
-    from bcg_ros.estimator import EstimatorConfig
+    from bcg_ros.runtime.estimator import EstimatorConfig
     from bcg_ros.nodes.state_bridge_node import StateBridgeConfig
     y = yaml.safe_load(PARAMS.read_text())['state_bridge_node']['ros__parameters']
     names = set()

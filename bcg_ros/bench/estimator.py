@@ -24,7 +24,7 @@ from typing import Dict, List, Tuple
 import mujoco
 import numpy as np
 
-from bcg_ros import estimator as est
+from bcg_ros.runtime import estimator as est
 from bcg_ros.robot import g1, legs
 from bcg_ros.robot import model as g1_model
 

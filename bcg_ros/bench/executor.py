@@ -40,10 +40,12 @@ def add_arguments(parser):
 
 def _realtime(priority: int, dds: bool = False) -> bool:
     """SCHED_FIFO ``priority`` for the calling thread (or the DDS threads): whether it took."""
-    from bcg_ros.nodes.policy_node import schedule_dds_threads, schedule_thread
+    from bcg_ros.runtime import realtime
 
-    warnings = schedule_dds_threads(priority) if dds else schedule_thread(priority)
-    return priority > 0 and not warnings
+    if dds:
+        scheduled, warnings = realtime.schedule_dds_threads(priority)
+        return bool(scheduled) and not warnings
+    return priority > 0 and not realtime.schedule_thread(priority)
 
 
 def run(args) -> int:

@@ -23,7 +23,7 @@ import mujoco
 import numpy as np
 
 from bcg_ros import contract as ct
-from bcg_ros import estimator as est
+from bcg_ros.runtime import estimator as est
 from bcg_ros import motion as motion_mod
 from bcg_ros.motion import Motion
 from bcg_ros.robot import g1, pd, physics, sensors

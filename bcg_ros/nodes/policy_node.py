@@ -4,7 +4,7 @@ policy_node: runs an ONNX policy on the G1 over unitree_hg LowState/LowCmd.
 A lifecycle node. configure loads the policy and checks its contract against
 the G1; activate refuses while another node publishes on /lowcmd, then starts
 the 500 Hz command thread and the 50 Hz policy thread. Modes, safety rules and
-commands are those of :mod:`bcg_ros.executor`; this node only moves messages.
+commands are those of :mod:`bcg_ros.runtime.modes`; this node only moves messages.
 
 Interfaces (names relative to the node, ``~``):
 
@@ -43,7 +43,6 @@ slower or faster than real time sees the robot's timing. A clock that goes
 back (a simulator reset) restarts the schedules from the new time.
 """
 
-import os
 import sys
 import collections
 import threading
@@ -66,9 +65,10 @@ from std_msgs.msg import String
 from std_srvs.srv import Trigger
 from visualization_msgs.msg import Marker, MarkerArray
 
-from bcg_ros import executor as ex
 from bcg_ros.nodes import diagnostics, params, spin
 from bcg_ros.robot import g1, lowlevel
+from bcg_ros.runtime import modes, realtime
+from bcg_ros.runtime.runner import PolicyRunner, clip_command, stick_command
 
 
 @dataclass(frozen=True)
@@ -149,58 +149,6 @@ class PolicyNodeConfig:
                              f'got {self.spin_margin}')
 
 
-def schedule_thread(priority: int, cpu: int = -1) -> list:
-    """
-    Give the calling thread SCHED_FIFO ``priority`` (0: leave it) and pin it to ``cpu`` (-1: any).
-
-    Fails soft: returns one warning per setting the process may not make (or the
-    platform lacks), and the thread goes on as it was for that setting.
-    """
-    warnings = []
-    if priority > 0:
-        try:
-            os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(priority))
-        except (AttributeError, OSError) as exc:
-            warnings.append(f'command thread: SCHED_FIFO priority {priority} not permitted '
-                            f'({exc}); running with normal scheduling')
-    if cpu >= 0:
-        try:
-            os.sched_setaffinity(0, {cpu})
-        except (AttributeError, OSError) as exc:
-            warnings.append(f'command thread: cannot pin to CPU {cpu} ({exc})')
-    return warnings
-
-
-def schedule_dds_threads(priority: int, prefix: str = 'dds.') -> list:
-    """
-    Give this process's DDS threads (Fast DDS names them ``dds.*``) SCHED_FIFO ``priority``.
-
-    They receive the LowState and wake the command thread, so they wait on the
-    machine's other work no less than it would. 0 leaves them; fails soft like
-    :func:`schedule_thread`, with one warning for all.
-    """
-    if priority <= 0:
-        return []
-    failed = []
-    try:
-        tids = os.listdir('/proc/self/task')
-    except OSError as exc:
-        return [f'DDS threads: cannot list this process\'s threads ({exc})']
-    for tid in tids:
-        try:
-            with open(f'/proc/self/task/{tid}/comm') as f:
-                if not f.read().startswith(prefix):
-                    continue
-            os.sched_setscheduler(int(tid), os.SCHED_FIFO, os.sched_param(priority))
-        except (AttributeError, OSError) as exc:
-            failed.append(f'{tid} ({exc})')
-    if failed:
-        return [f'DDS threads: SCHED_FIFO priority {priority} not permitted for '
-                f'{", ".join(failed[:3])}{"..." if len(failed) > 3 else ""}; '
-                f'they run with normal scheduling']
-    return []
-
-
 class _HeldGroup(ReentrantCallbackGroup):
     """A callback group the executor runs only while no thread holds it."""
 
@@ -239,11 +187,11 @@ CMD_QOS = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=1,
 LATCHED_QOS = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=1,
                          reliability=ReliabilityPolicy.RELIABLE,
                          durability=DurabilityPolicy.TRANSIENT_LOCAL)
-MODE_COLOURS = {ex.Mode.PASSIVE: (0.7, 0.7, 0.7), ex.Mode.STAND: (0.2, 0.6, 1.0),
-                ex.Mode.POLICY: (0.1, 0.9, 0.1), ex.Mode.DAMPING: (1.0, 0.2, 0.1)}
+MODE_COLOURS = {modes.Mode.PASSIVE: (0.7, 0.7, 0.7), modes.Mode.STAND: (0.2, 0.6, 1.0),
+                modes.Mode.POLICY: (0.1, 0.9, 0.1), modes.Mode.DAMPING: (1.0, 0.2, 0.1)}
 
 
-def mode_marker(mode: ex.Mode, reason: str, stamp) -> MarkerArray:
+def mode_marker(mode: modes.Mode, reason: str, stamp) -> MarkerArray:
     """The mode and why, as text 0.6 m above the pelvis (rviz's 'Policy mode' display)."""
     m = Marker()
     m.header.stamp = stamp
@@ -259,21 +207,21 @@ def mode_marker(mode: ex.Mode, reason: str, stamp) -> MarkerArray:
 
 
 class PolicyNode(LifecycleNode):
-    """The lifecycle shell around :mod:`bcg_ros.executor`."""
+    """The lifecycle shell around :mod:`bcg_ros.runtime.modes`."""
 
     def __init__(self, name: str = 'policy_node', **kwargs):
         """Declare the parameters; everything else happens in on_configure."""
         super().__init__(name, **kwargs)
         params.declare(self, PolicyNodeConfig)
-        params.declare(self, ex.ExecutorConfig)
+        params.declare(self, modes.ExecutorConfig)
         self._lock = threading.Lock()
         self._state_group = _HeldGroup()
         self._state_sub = None
         self._stop = threading.Event()
         self._threads = []
-        self._state = ex.ExecState()
-        self._policy_out: Optional[ex.PolicyOutput] = None
-        self._runner: Optional[ex.PolicyRunner] = None
+        self._state = modes.ExecState()
+        self._policy_out: Optional[modes.PolicyOutput] = None
+        self._runner: Optional[PolicyRunner] = None
         self._cmd_pub = None
         self._entities = []
         self._twist = None
@@ -322,7 +270,7 @@ class PolicyNode(LifecycleNode):
         """Read the parameters, load and check the policy, create the interfaces."""
         try:
             self.cfg = params.read(self, PolicyNodeConfig)
-            self.ecfg = params.read(self, ex.ExecutorConfig)
+            self.ecfg = params.read(self, modes.ExecutorConfig)
             self._runner = self._load_policy() if self.cfg.policy_path else None
             # LowStates since the last policy step (500 Hz; a policy step comes every 20 ms).
             self._velocity_samples = collections.deque(maxlen=64)
@@ -338,7 +286,7 @@ class PolicyNode(LifecycleNode):
         if self.cfg.switch_interval > 0:
             sys.setswitchinterval(self.cfg.switch_interval)
         from unitree_hg.msg import LowState
-        self._state = ex.ExecState(since=self._now())
+        self._state = modes.ExecState(since=self._now())
         # Raw: the fields are read from the bytes (see lowlevel.read_lowstate_cdr).
         # While active the command thread holds its group and takes the messages.
         self._state_sub = self.create_subscription(
@@ -346,10 +294,10 @@ class PolicyNode(LifecycleNode):
             callback_group=self._state_group)
         self._entities = [
             self._state_sub,
-            self.create_service(Trigger, '~/stand', self._service(ex.Request.STAND)),
-            self.create_service(Trigger, '~/start', self._service(ex.Request.START)),
-            self.create_service(Trigger, '~/stop', self._service(ex.Request.STOP)),
-            self.create_service(Trigger, '~/reset', self._service(ex.Request.RESET)),
+            self.create_service(Trigger, '~/stand', self._service(modes.Request.STAND)),
+            self.create_service(Trigger, '~/start', self._service(modes.Request.START)),
+            self.create_service(Trigger, '~/stop', self._service(modes.Request.STOP)),
+            self.create_service(Trigger, '~/reset', self._service(modes.Request.RESET)),
         ]
         self._twist = None
         if self._runner is not None and self._runner.is_velocity_policy:
@@ -382,21 +330,21 @@ class PolicyNode(LifecycleNode):
                 twist = self._twist
             if twist is None or now - twist[1] > self.cfg.cmd_vel_timeout:
                 return np.zeros(3)
-            return ex.clip_command(twist[0], r.command_ranges)
+            return clip_command(twist[0], r.command_ranges)
         try:
             remote = lowlevel.decode_remote(sample.remote)
         except lowlevel.CommandError:
             return np.zeros(3)
-        return ex.stick_command(remote, r.command_ranges, self.cfg.stick_dead_band)
+        return stick_command(remote, r.command_ranges, self.cfg.stick_dead_band)
 
-    def _load_policy(self) -> ex.PolicyRunner:
+    def _load_policy(self) -> PolicyRunner:
         motion = None
         if self.cfg.motion:
             from bcg_ros.motion import load_motion
             motion = load_motion(self.cfg.motion, control_dt=g1.CONTROL_DT,
                                  joint_order=self.cfg.motion_joint_order or None)
-        return ex.PolicyRunner(self.cfg.policy_path, motion=motion,
-                               threads=self.cfg.policy_threads)
+        return PolicyRunner(self.cfg.policy_path, motion=motion,
+                            threads=self.cfg.policy_threads)
 
     def on_activate(self, state) -> TransitionCallbackReturn:
         """Refuse if /lowcmd has a publisher already; else start the command threads."""
@@ -452,8 +400,8 @@ class PolicyNode(LifecycleNode):
         if self.executor is not None:
             self.executor.wake()   # to wait on /lowstate again
         with self._lock:
-            self._state = ex.request(self.ecfg, self._state, ex.Request.STOP, self._now(),
-                                     source='deactivate')[0]
+            self._state = modes.request(self.ecfg, self._state, modes.Request.STOP, self._now(),
+                                        source='deactivate')[0]
             sample = self._state.sample
         if sample is not None and self._cmd_pub is not None:
             # The robot holds its last command: make that one damping.
@@ -481,18 +429,19 @@ class PolicyNode(LifecycleNode):
         if runner is not None and runner.velocity is not None:
             self._velocity_samples.append(sample)   # the policy thread feeds its estimator
         with self._lock:
-            st, requests = ex.on_lowstate(self.ecfg, self._state, sample)
+            st, requests = modes.on_lowstate(self.ecfg, self._state, sample)
             for req in requests:
-                st, ok, text = ex.request(self.ecfg, st, req, sample.stamp,
-                                          policy_ready=self._runner is not None, source='remote')
+                st, ok, text = modes.request(
+                    self.ecfg, st, req, sample.stamp, policy_ready=self._runner is not None,
+                    source='remote')
                 self.get_logger().info(f'remote {req.value}: {text}')
             self._state = st
         self._mode_changed()
 
-    def _service(self, req: ex.Request):
+    def _service(self, req: modes.Request):
         def handle(request, response):
             with self._lock:
-                self._state, ok, text = ex.request(
+                self._state, ok, text = modes.request(
                     self.ecfg, self._state, req, self._now(),
                     policy_ready=self._runner is not None, source='service')
             response.success, response.message = ok, text
@@ -505,9 +454,16 @@ class PolicyNode(LifecycleNode):
 
     def _command_loop(self):
         """Send a LowCmd on each new LowState, or every period when none comes."""
-        for warning in schedule_thread(self.cfg.command_priority, self.cfg.command_cpu) \
-                + schedule_dds_threads(self.cfg.dds_priority):
-            self.get_logger().warning(warning)
+        log = self.get_logger()
+        warnings = realtime.schedule_thread(self.cfg.command_priority, self.cfg.command_cpu)
+        scheduled, dds_warnings = realtime.schedule_dds_threads(self.cfg.dds_priority)
+        for warning in warnings + dds_warnings:
+            log.warning(warning)
+        if self.cfg.command_priority > 0 and not any('SCHED_FIFO' in w for w in warnings):
+            log.info(f'command thread at SCHED_FIFO {self.cfg.command_priority}')
+        if scheduled:
+            log.info(f'DDS threads at SCHED_FIFO {self.cfg.dds_priority}: '
+                     f'{", ".join(scheduled)}')
         period = 1.0 / self.cfg.command_rate_hz
         # On sim time the waits are in wall seconds and a LowState wakes them
         # anyway: polling up to a deadline on the simulated clock makes no sense.
@@ -546,7 +502,7 @@ class PolicyNode(LifecycleNode):
                 continue
             synced = got
             with self._lock:
-                self._state, cmd = ex.on_tick(self.ecfg, self._state, now, self._policy_out)
+                self._state, cmd = modes.on_tick(self.ecfg, self._state, now, self._policy_out)
             if cmd is not None and self._cmd_pub is not None:
                 self._cmd_pub.publish(lowlevel.serialize_lowcmd(cmd))
                 self.commands_sent += 1
@@ -572,7 +528,7 @@ class PolicyNode(LifecycleNode):
                 next_t = now
             with self._lock:
                 st = self._state
-            if st.mode is not ex.Mode.POLICY or st.sample is None:
+            if st.mode is not modes.Mode.POLICY or st.sample is None:
                 continue
             if epoch != st.since:
                 self._runner.reset()
@@ -585,8 +541,8 @@ class PolicyNode(LifecycleNode):
                 out = self._runner.step(st.sample, now, self.velocity_command(st.sample, now))
             except Exception as exc:  # noqa: B902 - a failing policy must damp, not crash
                 with self._lock:
-                    self._state = ex.fault(self._state, f'policy raised: {exc}',
-                                           self._now())
+                    self._state = modes.fault(self._state, f'policy raised: {exc}',
+                                              self._now())
                 continue
             with self._lock:
                 self._policy_out = out
@@ -609,7 +565,7 @@ class PolicyNode(LifecycleNode):
         with self._lock:
             st = self._state
         level = DiagnosticStatus.OK
-        if st.mode is ex.Mode.DAMPING:
+        if st.mode is modes.Mode.DAMPING:
             level = DiagnosticStatus.ERROR
         elif st.fault:
             level = DiagnosticStatus.WARN

@@ -1,7 +1,7 @@
 """
 state_bridge_node: /lowstate in; joint states, IMU, odometry, TF and foot contacts out.
 
-Each LowState (500 Hz) goes through :class:`bcg_ros.estimator.StateEstimator`
+Each LowState (500 Hz) goes through :class:`bcg_ros.runtime.estimator.StateEstimator`
 (IMU + leg kinematics + contact Kalman filter, contact forces from the motor
 torques); the outputs are decimated to their own rates:
 
@@ -20,7 +20,7 @@ torques); the outputs are decimated to their own rates:
   before the first LowState and WARN when none came for ``stale_timeout``.
 
 Parameters (config/state_bridge_node.yaml) are the fields of
-:class:`StateBridgeConfig` and :class:`bcg_ros.estimator.EstimatorConfig`.
+:class:`StateBridgeConfig` and :class:`bcg_ros.runtime.estimator.EstimatorConfig`.
 """
 
 import time
@@ -38,7 +38,7 @@ from rclpy.signals import SignalHandlerOptions
 from sensor_msgs.msg import Imu, JointState
 from visualization_msgs.msg import Marker, MarkerArray
 
-from bcg_ros import estimator as est
+from bcg_ros.runtime import estimator as est
 from bcg_ros.nodes import diagnostics, params, spin
 from bcg_ros.nodes.tf_pub import TfPublisher
 from bcg_ros.robot import g1

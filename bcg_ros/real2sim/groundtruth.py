@@ -15,7 +15,7 @@ was sent, and the pelvis odometry g1_sim_node publishes as ground truth, at
 - ``stand``: the PD holds the default pose on the floor;
 - ``push``: the same, with horizontal forces on the pelvis now and then;
 - ``policy``: a shipped policy, run by policy_node's own executor
-  (:class:`bcg_ros.executor.PolicyRunner`, its modes and command limits);
+  (:class:`bcg_ros.PolicyRunner`, its modes and command limits);
 - ``drop``: held by the elastic band above the floor, released, landing on
   the PD's default pose;
 - ``sweep``: hanging in the elastic band, every joint follows a sine whose
@@ -270,8 +270,8 @@ def _robot_log(states: Dict[str, list], cmds: Dict[str, list], odom: Dict[str, l
 
 def _limited(cmd: MotorCommand) -> MotorCommand:
     """``cmd`` through policy_node's last barrier (its command limits)."""
-    from bcg_ros import executor
-    cfg = executor.ExecutorConfig()
+    from bcg_ros.runtime import modes
+    cfg = modes.ExecutorConfig()
     return cfg.limits.clip(cmd, cfg.damping_kd)
 
 
@@ -313,20 +313,22 @@ def _sweep(k: int, t: float, s: LowStateSample, duration: float, band: Tuple[flo
 
 def _policy_controller(motion: str) -> Tuple[Controller, object]:
     """policy_node's executor in POLICY mode on a shipped policy: (controller, its clip)."""
-    from bcg_ros import executor, policies
-    runner = executor.PolicyRunner(str(policies.path(motion)))
-    cfg = executor.ExecutorConfig()
+    from bcg_ros import policies
+    from bcg_ros.runtime import modes
+    from bcg_ros.runtime.runner import PolicyRunner
+    runner = PolicyRunner(str(policies.path(motion)))
+    cfg = modes.ExecutorConfig()
     every = int(round(runner.contract.control_dt * g1.LOWCMD_RATE_HZ))
-    state = {'exec': executor.ExecState(), 'out': None}
+    state = {'exec': modes.ExecState(), 'out': None}
 
     def controller(k: int, t: float, s: LowStateSample) -> Optional[MotorCommand]:
-        st, _ = executor.on_lowstate(cfg, state['exec'], s)
+        st, _ = modes.on_lowstate(cfg, state['exec'], s)
         if k == 0:
             # The operator has stood the robot up and pressed start.
-            st = executor.enter(st, executor.Mode.POLICY, 'log generator', t)
+            st = modes.enter(st, modes.Mode.POLICY, 'log generator', t)
         if k % every == 0:
             state['out'] = runner.step(s, t)
-        st, cmd = executor.on_tick(cfg, st, t, state['out'])
+        st, cmd = modes.on_tick(cfg, st, t, state['out'])
         state['exec'] = st
         return cmd
 
