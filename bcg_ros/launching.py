@@ -1,12 +1,14 @@
 """
 What the launch files in launch/ share: the package's installed files and the C++ nodes.
 
+Files are found when launched (FindPackageShare), not when a launch file is read.
 robot_state_publisher and rviz2 are C++ nodes that every ROS 2 install has and that
-have no PyPI wheel. Each launch file that starts one declares a boolean argument of
-the same name to leave it out (robot_state_publisher:=false, use_rviz:=false), and
-puts ``require(package, argument)`` before its first node, so that a missing one
-stops the launch before anything starts, saying which package to install, instead
-of launch_ros's bare "package not found" with the other nodes half started.
+have no PyPI wheel. They start in monitor.launch.py only, which the other modes
+include (:func:`view`); it declares a boolean argument of the same name for each to
+leave it out (robot_state_publisher:=false, use_rviz:=false), and puts
+``require(package, argument)`` before its first node, so that a missing one stops the
+launch before anything starts, saying which package to install, instead of
+launch_ros's bare "package not found" with the other nodes half started.
 
 Imported by the launch files only: it needs the launch packages, which come with a
 ROS 2 install (or scripts/install.sh --ros-sources).
@@ -16,28 +18,44 @@ import os
 from typing import List
 
 from ament_index_python.packages import get_package_share_directory, PackageNotFoundError
-from launch.actions import OpaqueFunction
+from launch.actions import IncludeLaunchDescription, OpaqueFunction
 from launch.conditions import IfCondition
 from launch.launch_context import LaunchContext
-from launch.substitutions import LaunchConfiguration
+from launch.launch_description_sources import PythonLaunchDescriptionSource
+from launch.substitutions import Command, LaunchConfiguration, PathJoinSubstitution
+from launch_ros.parameter_descriptions import ParameterValue
+from launch_ros.substitutions import FindPackageShare
 
 PACKAGE = 'bcg_ros'
 
 
-def share(*parts: str) -> str:
-    """Path of a file installed under share/bcg_ros (launch/, config/, urdf/)."""
-    return os.path.join(get_package_share_directory(PACKAGE), *parts)
+def share(*parts: str) -> PathJoinSubstitution:
+    """A file installed under share/bcg_ros (launch/, config/, urdf/), found when launched."""
+    return PathJoinSubstitution([FindPackageShare(PACKAGE), *parts])
 
 
-def config(name: str) -> str:
-    """Path of a node parameters file (or the rviz config) installed under share/bcg_ros."""
+def config(name: str) -> PathJoinSubstitution:
+    """A node parameters file (or the rviz config) installed under share/bcg_ros/config."""
     return share('config', name)
 
 
-def robot_description() -> str:
-    """The G1's URDF, as robot_state_publisher's ``robot_description`` parameter."""
-    with open(share('urdf', 'g1_29dof.urdf')) as f:
-        return f.read()
+def robot_description() -> ParameterValue:
+    """The G1's URDF, read when launched, as robot_state_publisher's ``robot_description``."""
+    return ParameterValue(Command(['cat ', share('urdf', 'g1_29dof.urdf')]), value_type=str)
+
+
+def view() -> IncludeLaunchDescription:
+    """
+    robot_state_publisher and rviz2 (monitor.launch.py) for a mode that shows the robot.
+
+    The including file declares ``use_rviz``, ``robot_state_publisher`` and
+    ``use_sim_time``, and they are passed on. Put it first: its check for the C++
+    packages then runs before any other node starts.
+    """
+    return IncludeLaunchDescription(
+        PythonLaunchDescriptionSource(share('launch', 'monitor.launch.py')),
+        launch_arguments={name: LaunchConfiguration(name) for name in
+                          ('use_rviz', 'robot_state_publisher', 'use_sim_time')}.items())
 
 
 def missing_package_message(package: str, argument: str) -> str:

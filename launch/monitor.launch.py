@@ -2,6 +2,9 @@
 On an operator's laptop: the robot model and rviz, watching a robot or a sim2sim run.
 
     ros2 launch bcg_ros monitor.launch.py
+
+sim2sim.launch.py and real.launch.py include this file for their own
+robot_state_publisher and rviz2 (bcg_ros.launching.view).
 """
 
 from launch import LaunchDescription

@@ -8,11 +8,10 @@ Run on the robot's computer (or a PC on its network) with the G1 in debug mode:
 
 from launch import LaunchDescription
 from launch.actions import DeclareLaunchArgument
-from launch.conditions import IfCondition
 from launch.substitutions import LaunchConfiguration
 from launch_ros.actions import LifecycleNode, Node
 
-from bcg_ros.launching import config, require, robot_description
+from bcg_ros.launching import config, view
 
 
 def generate_launch_description():
@@ -31,8 +30,7 @@ def generate_launch_description():
         DeclareLaunchArgument('use_sim_time', default_value='false',
                               description='must stay false on the robot (true only against '
                                           'g1_sim_node publishing /clock)'),
-        require('robot_state_publisher', 'robot_state_publisher'),
-        require('rviz2', 'use_rviz'),
+        view(),
         LifecycleNode(package='bcg_ros', executable='policy_node', name='policy_node',
                       namespace='', output='screen',
                       parameters=[LaunchConfiguration('policy_config'),
@@ -41,12 +39,4 @@ def generate_launch_description():
         Node(package='bcg_ros', executable='state_bridge_node', name='state_bridge_node',
              output='screen',
              parameters=[LaunchConfiguration('bridge_config'), {'use_sim_time': use_sim_time}]),
-        Node(package='robot_state_publisher', executable='robot_state_publisher',
-             name='robot_state_publisher',
-             parameters=[{'robot_description': robot_description(),
-                          'use_sim_time': use_sim_time}],
-             condition=IfCondition(LaunchConfiguration('robot_state_publisher'))),
-        Node(package='rviz2', executable='rviz2', name='rviz2',
-             arguments=['-d', config('bcg_ros.rviz')],
-             condition=IfCondition(LaunchConfiguration('use_rviz'))),
     ])

@@ -10,11 +10,10 @@ state_bridge_node run exactly as on the real G1.
 
 from launch import LaunchDescription
 from launch.actions import DeclareLaunchArgument
-from launch.conditions import IfCondition
 from launch.substitutions import LaunchConfiguration
 from launch_ros.actions import LifecycleNode, Node
 
-from bcg_ros.launching import config, require, robot_description
+from bcg_ros.launching import config, view
 
 
 def _shipped_policy() -> str:
@@ -47,8 +46,7 @@ def generate_launch_description():
                               description='g1_sim_node publishes /clock and every node '
                                           'follows it (policy_node: its timeouts and '
                                           'periods in simulated seconds)'),
-        require('robot_state_publisher', 'robot_state_publisher'),
-        require('rviz2', 'use_rviz'),
+        view(),
         Node(package='bcg_ros', executable='g1_sim_node', name='g1_sim_node', output='screen',
              parameters=[LaunchConfiguration('sim_config'),
                          # On sim time the simulator is the clock.
@@ -60,13 +58,4 @@ def generate_launch_description():
         Node(package='bcg_ros', executable='state_bridge_node', name='state_bridge_node',
              output='screen',
              parameters=[LaunchConfiguration('bridge_config'), {'use_sim_time': use_sim_time}]),
-        Node(package='robot_state_publisher', executable='robot_state_publisher',
-             name='robot_state_publisher',
-             parameters=[{'robot_description': robot_description(),
-                          'use_sim_time': use_sim_time}],
-             condition=IfCondition(LaunchConfiguration('robot_state_publisher'))),
-        Node(package='rviz2', executable='rviz2', name='rviz2',
-             arguments=['-d', config('bcg_ros.rviz')],
-             parameters=[{'use_sim_time': use_sim_time}],
-             condition=IfCondition(LaunchConfiguration('use_rviz'))),
     ])

@@ -11,6 +11,7 @@ the arguments an operator expects.
 import ast
 import importlib.util
 import pathlib
+import re
 import xml.etree.ElementTree as ET
 
 import pytest
@@ -111,6 +112,57 @@ def test_launch_file(path):
         if files:
             unknown = inline - declared - {'use_sim_time', 'robot_description'}
             assert not unknown, f'{path.name}: {node_name} sets {unknown}, not in its YAML'
+
+
+VIEW_ARGS = {'use_rviz', 'robot_state_publisher', 'use_sim_time'}
+"""What bcg_ros.launching.view() passes on to monitor.launch.py."""
+
+
+@pytest.mark.parametrize('path', LAUNCH, ids=lambda p: p.name)
+def test_every_argument_is_used_and_files_are_found_when_launched(path):
+    tree = ast.parse(path.read_text())
+    args, _ = parse(path)
+    calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call)]
+    used = {_const(c.args[0]) for c in calls
+            if _call_name(c) == 'LaunchConfiguration' and c.args}
+    if any(_call_name(c) == 'view' for c in calls):
+        used |= VIEW_ARGS
+    assert set(args) <= used, f'{path.name}: arguments nothing reads: {set(args) - used}'
+    names = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
+    names |= {n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute)}
+    assert not names & {'__file__', 'get_package_share_directory', 'open'}, \
+        f'{path.name}: a path or file read when the launch file is loaded'
+
+
+def test_robot_state_publisher_and_rviz_start_in_one_place():
+    owners = {p.name for p in LAUNCH for call in parse(p)[1]
+              if _const(_kw(call, 'package')) in ('robot_state_publisher', 'rviz2')}
+    assert owners == {'monitor.launch.py'}
+    for mode in ('sim2sim', 'real'):
+        tree = ast.parse((REPO / 'launch' / f'{mode}.launch.py').read_text())
+        assert any(isinstance(n, ast.Call) and _call_name(n) == 'view' for n in ast.walk(tree))
+
+
+def published_topics():
+    """Every topic a bcg_ros node publishes, '~/' resolved with the node's name."""
+    topics = set()
+    pattern = re.compile(r"create_publisher\(\s*\w+,\s*(f?)'([^']+)'")
+    for src in (REPO / 'bcg_ros' / 'nodes').glob('*_node.py'):
+        for is_f, topic in pattern.findall(src.read_text()):
+            variants = [topic.replace('{side}', side) for side in ('left', 'right')] \
+                if is_f else [topic]
+            topics |= {t.replace('~/', f'/{src.stem}/') for t in variants}
+    return topics
+
+
+def test_rviz_config_shows_only_what_is_published():
+    cfg = yaml.safe_load((REPO / 'config' / 'bcg_ros.rviz').read_text())
+    topics = {d['Topic']['Value'] for d in cfg['Visualization Manager']['Displays']
+              if isinstance(d.get('Topic'), dict)}
+    published = published_topics()
+    assert '/policy_node/mode_marker' in published and '/odom' in published
+    assert topics <= published, f'rviz shows topics nobody publishes: {topics - published}'
+    assert '/evaluator_node/foot_contacts' in topics, "the evaluator's contact markers"
 
 
 def test_rviz_config_shows_what_operators_need():

@@ -69,3 +69,13 @@ def test_executor_config_derived_values_are_cached_and_read_only():
         cfg.limits.kp_max[0] = 1e9
     other = modes.ExecutorConfig(damping_kd_scale=0.5)
     np.testing.assert_allclose(other.damping_kd, 0.5 * cfg.damping_kd)
+
+
+def test_bench_reports_the_cpu_time_the_hypervisor_stole():
+    from bcg_ros.bench import executor as bench
+    before = np.array([100, 0, 50, 800, 0, 0, 0, 50, 0, 0], float)
+    after = before + np.array([60, 0, 20, 100, 0, 0, 0, 20, 5, 0], float)
+    assert bench.steal_percent(before, after) == pytest.approx(10.0)
+    assert np.isnan(bench.steal_percent(np.zeros(0), after))
+    live = bench._cpu_times()
+    assert len(live) == 0 or len(live) >= 8

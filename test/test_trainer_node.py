@@ -151,5 +151,5 @@ def test_bad_override_fails_at_startup_naming_the_field(tmp_path):
     r = subprocess.run([sys.executable, '-m', 'bcg_ros.nodes.trainer_node', '--ros-args',
                         '--params-file', str(params)], env=env, cwd=REPO, capture_output=True,
                        text=True, timeout=120)
-    assert r.returncode == 1
+    assert r.returncode == 2
     assert 'shac.actor_lr' in r.stdout + r.stderr

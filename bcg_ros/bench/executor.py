@@ -5,7 +5,9 @@ policy_node runs as its own process with a zero policy, in STAND; this process
 publishes LowState at 500 Hz (as the robot does) and receives every LowCmd.
 Latency: from publishing a LowState to receiving the next LowCmd. Period
 error: |interval between consecutive LowCmds - 2 ms|. The machine's load
-average is printed with the figures, since both depend on it.
+average, the CPU time its hypervisor stole while measuring and the
+benchmark's own publisher jitter are printed with the figures, since the tail
+depends on them.
 
 So that the figures are the node's rather than this process's, the LowState
 publisher, the LowCmd receiver and the DDS threads run with SCHED_FIFO priority
@@ -46,6 +48,25 @@ def _realtime(priority: int, dds: bool = False) -> bool:
         scheduled, warnings = realtime.schedule_dds_threads(priority)
         return bool(scheduled) and not warnings
     return priority > 0 and not realtime.schedule_thread(priority)
+
+
+def _cpu_times() -> np.ndarray:
+    """The machine's CPU time counters (/proc/stat ``cpu`` line); empty where there is none."""
+    try:
+        with open('/proc/stat') as f:
+            return np.array(f.readline().split()[1:], dtype=np.float64)
+    except (OSError, ValueError):
+        return np.zeros(0)
+
+
+def steal_percent(before: np.ndarray, after: np.ndarray) -> float:
+    """Share [%] of CPU time the hypervisor took between two :func:`_cpu_times` (nan: unknown)."""
+    if len(before) < 8 or len(after) != len(before):
+        return float('nan')
+    d = after - before
+    # user nice system idle iowait irq softirq steal [guest guest_nice, already in user]
+    total = d[:8].sum()
+    return float(100.0 * d[7] / total) if total > 0 else float('nan')
 
 
 def run(args) -> int:
@@ -119,7 +140,9 @@ def run(args) -> int:
         with lock:
             recv.clear()
             pub_times.clear()
+        cpu_before = _cpu_times()
         time.sleep(seconds)
+        cpu_after = _cpu_times()
         stop.set()
         time.sleep(0.05)
     finally:
@@ -139,7 +162,8 @@ def run(args) -> int:
     state_err = np.abs(np.diff(pubs) - 1.0 / g1.LOWCMD_RATE_HZ) * 1e3
     load = os.getloadavg()
     print(f'machine: {os.cpu_count()} CPUs, load average {load[0]:.2f} {load[1]:.2f} '
-          f'{load[2]:.2f}')
+          f'{load[2]:.2f}, CPU steal {steal_percent(cpu_before, cpu_after):.1f} % '
+          f'while measuring')
     print(f'benchmark threads: {"SCHED_FIFO" if all(realtime) else "normal scheduling"}')
     print(f'{len(pubs)} LowState sent, {len(cmds)} LowCmd received in {seconds:.0f} s '
           f'({len(cmds) / seconds:.0f} Hz)')

@@ -152,7 +152,7 @@ class BagRecorderNode(Node):
 
 def main(args=None) -> int:
     """Record until Ctrl-C or SIGTERM, then close the bag."""
-    return spin.run('bag_recorder_node', BagRecorderNode,
+    return spin.run('bag_recorder_node', lambda stop: BagRecorderNode(),
                     (params.ParameterError, logs.LogError), args)
 
 

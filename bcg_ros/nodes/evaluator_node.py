@@ -27,13 +27,9 @@ from dataclasses import dataclass
 from typing import Optional, Tuple
 
 from geometry_msgs.msg import TransformStamped
-import rclpy
-from rclpy.executors import SingleThreadedExecutor
-from rclpy.logging import get_logger
 from rclpy.node import Node
 from rclpy.parameter import Parameter
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
-from rclpy.signals import SignalHandlerOptions
 from sensor_msgs.msg import JointState
 from std_msgs.msg import String
 from std_srvs.srv import Trigger
@@ -213,23 +209,8 @@ class EvaluatorNode(Node):
 
 
 def main(args=None) -> int:
-    """Run evaluator_node until shut down."""
-    rclpy.init(args=args, signal_handler_options=SignalHandlerOptions.NO)
-    stop = spin.stop_on_signals()
-    try:
-        node = EvaluatorNode(stop)
-    except params.ParameterError as exc:
-        get_logger('evaluator_node').error(str(exc))
-        rclpy.shutdown()
-        return 1
-    executor = SingleThreadedExecutor()
-    executor.add_node(node)
-    try:
-        spin.until(executor, stop)
-    finally:
-        node.destroy_node()
-        spin.shutdown()
-    return 0
+    """Run evaluator_node until shut down; Ctrl-C ends an evaluation at its next step."""
+    return spin.run('evaluator_node', EvaluatorNode, (params.ParameterError,), args)
 
 
 if __name__ == '__main__':

@@ -51,16 +51,13 @@ from dataclasses import dataclass
 from typing import Optional
 
 import numpy as np
-import rclpy
 from diagnostic_msgs.msg import DiagnosticStatus
 from rclpy.callback_groups import ReentrantCallbackGroup
 from rclpy.clock import JumpThreshold
 from rclpy.duration import Duration
-from rclpy.executors import SingleThreadedExecutor
 from rclpy.impl.implementation_singleton import rclpy_implementation as _rclpy
 from rclpy.lifecycle import LifecycleNode, TransitionCallbackReturn
 from rclpy.qos import (DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy)
-from rclpy.signals import SignalHandlerOptions
 from std_msgs.msg import String
 from std_srvs.srv import Trigger
 from visualization_msgs.msg import Marker, MarkerArray
@@ -582,29 +579,16 @@ class PolicyNode(LifecycleNode):
                                                   self.get_clock().now().to_msg()))
 
 
+def _autostart(node: PolicyNode) -> None:
+    if params.read(node, PolicyNodeConfig).autostart:
+        node.trigger_configure()
+        node.trigger_activate()
+
+
 def main(args=None) -> int:
-    """Run policy_node until shut down."""
-    # No rclpy signal handler: after Ctrl-C the context is still valid, so the last
-    # damping command can go out.
-    rclpy.init(args=args, signal_handler_options=SignalHandlerOptions.NO)
-    stop = spin.stop_on_signals()
-    node = PolicyNode()
-    executor = SingleThreadedExecutor()
-    executor.add_node(node)
-    try:
-        cfg = params.read(node, PolicyNodeConfig)
-        if cfg.autostart:
-            node.trigger_configure()
-            node.trigger_activate()
-        spin.until(executor, stop)
-    except params.ParameterError as exc:
-        node.get_logger().error(str(exc))
-        return 1
-    finally:
-        node._halt()
-        node.destroy_node()
-        spin.shutdown()
-    return 0
+    """Run policy_node until shut down; on the way out it sends its last damping command."""
+    return spin.run('policy_node', lambda stop: PolicyNode(), (params.ParameterError,), args,
+                    start=_autostart, finish=lambda node: node._halt())
 
 
 if __name__ == '__main__':

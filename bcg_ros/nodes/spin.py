@@ -8,16 +8,11 @@ convert call argument ...") and the node dies with exit code 1 instead of finish
 (`ros2 launch` then reports "process has died"). Here a signal only sets an event;
 the executor, woken every ``period`` seconds, finishes the callback it is in and
 returns, with the context still valid, so that the node can send its last messages
-(policy_node's damping command) before it is destroyed.
+(policy_node's damping command) before it is destroyed. Every node's ``main()``
+is :func:`run`::
 
-    rclpy.init(args=args, signal_handler_options=SignalHandlerOptions.NO)
-    stop = spin.stop_on_signals()
-    ...
-    try:
-        spin.until(executor, stop)
-    finally:
-        node.destroy_node()
-        spin.shutdown()
+    def main(args=None) -> int:
+        return spin.run('g1_sim_node', lambda stop: G1SimNode(), (ParameterError,), args)
 """
 
 import signal
@@ -64,29 +59,44 @@ def shutdown() -> None:
     rclpy.try_shutdown(uninstall_handlers=False)
 
 
-def run(name: str, make_node: Callable[[], Node], errors: Tuple[Type[Exception], ...] = (),
-        args: Optional[List[str]] = None) -> int:
+def run(name: str, make_node: Callable[[threading.Event], Node],
+        errors: Tuple[Type[Exception], ...] = (), args: Optional[List[str]] = None,
+        executor: Callable[[], Executor] = SingleThreadedExecutor,
+        start: Optional[Callable[[Node], None]] = None,
+        done: Optional[Callable[[Node], bool]] = None,
+        finish: Optional[Callable[[Node], int]] = None) -> int:
     """
-    A whole node ``main()``: the pattern above, for a node that needs nothing else.
+    The whole ``main()`` of every bcg_ros node: the pattern above, with its hooks.
 
-    ``make_node`` builds the node after rclpy starts; one of ``errors`` raised there
-    (a bad parameter) is logged under ``name`` and returns exit code 2. Otherwise
-    the node spins until Ctrl-C or SIGTERM, is destroyed (its ``destroy_node``
-    finishing its work) and the exit code is 0.
+    ``make_node(stop)`` builds the node after rclpy starts (``stop`` is set on Ctrl-C
+    or SIGTERM, for a node that checks it inside a long callback); ``start(node)``
+    runs once it spins (policy_node's autostart). One of ``errors`` raised by either
+    (a bad parameter) is logged under ``name`` and the exit code is 2. The node then
+    spins on ``executor()`` until the signal, the end of the context, or
+    ``done(node)``; ``finish(node)`` runs before the node is destroyed (its last
+    messages, a checkpoint) and gives the exit code (0 without it).
     """
     rclpy.init(args=args, signal_handler_options=SignalHandlerOptions.NO)
     stop = stop_on_signals()
     try:
-        node = make_node()
+        node = make_node(stop)
     except errors as exc:
         get_logger(name).error(str(exc))
         rclpy.try_shutdown()
         return 2
-    executor = SingleThreadedExecutor()
-    executor.add_node(node)
+    ex = executor()
+    ex.add_node(node)
+    rc = 0
     try:
-        until(executor, stop)
+        if start is not None:
+            start(node)
+        until(ex, stop, done=None if done is None else (lambda: done(node)))
+    except errors as exc:
+        node.get_logger().error(str(exc))
+        rc = 2
     finally:
+        if finish is not None:
+            rc = finish(node) or rc
         node.destroy_node()
         shutdown()
-    return 0
+    return rc

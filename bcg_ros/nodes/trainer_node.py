@@ -36,19 +36,16 @@ from dataclasses import dataclass
 from typing import Any, Dict
 
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
-import rclpy
-from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor
-from rclpy.logging import get_logger
+from rclpy.executors import MultiThreadedExecutor
 from rclpy.node import Node
 from rclpy.parameter import Parameter
-from rclpy.signals import SignalHandlerOptions
 from rcl_interfaces.msg import ParameterDescriptor
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 from std_msgs.msg import String
 from std_srvs.srv import Trigger
 
 from bcg_ros import train
-from bcg_ros.nodes import diagnostics, params
+from bcg_ros.nodes import diagnostics, params, spin
 
 
 @dataclass(frozen=True)
@@ -197,34 +194,24 @@ class TrainerNode(Node):
         self.thread.join(timeout)
 
 
+def _finish(node: TrainerNode) -> int:
+    """Stop training (a checkpoint when it had not ended) and give the exit code."""
+    if not node.done.is_set():
+        node.get_logger().info('interrupted: stopping training and saving a checkpoint')
+    node.shutdown_training()
+    return 1 if node.error is not None else 0
+
+
+def _ended(node: TrainerNode) -> bool:
+    """Training is over and the node should exit (exit_when_done, or ~/stop was called)."""
+    return node.done.is_set() and (node.config.exit_when_done or node.stop_requested.is_set())
+
+
 def main(args=None) -> int:
     """Run trainer_node until training ends, ~/stop, or Ctrl-C (which saves a checkpoint)."""
-    rclpy.init(args=args, signal_handler_options=SignalHandlerOptions.NO)
-    try:
-        node = TrainerNode()
-    except params.ParameterError as exc:
-        get_logger('trainer_node').error(str(exc))
-        rclpy.shutdown()
-        return 1
-    executor = MultiThreadedExecutor(num_threads=2)
-    executor.add_node(node)
-    rc = 0
-    try:
-        while rclpy.ok():
-            executor.spin_once(timeout_sec=0.2)
-            if node.done.is_set() and (node.config.exit_when_done
-                                       or node.stop_requested.is_set()):
-                break
-    except (KeyboardInterrupt, ExternalShutdownException):
-        node.get_logger().info('interrupted: stopping training and saving a checkpoint')
-    finally:
-        node.shutdown_training()
-        if node.error is not None:
-            rc = 1
-        node.destroy_node()
-        if rclpy.ok():
-            rclpy.shutdown()
-    return rc
+    return spin.run('trainer_node', lambda stop: TrainerNode(), (params.ParameterError,), args,
+                    executor=lambda: MultiThreadedExecutor(num_threads=2), done=_ended,
+                    finish=_finish)
 
 
 if __name__ == '__main__':
