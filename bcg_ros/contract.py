@@ -24,6 +24,7 @@ from typing import Callable, Dict, Mapping, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
+from bcg_ros import rotation
 from bcg_ros.robot import g1
 
 METADATA_KEY = 'bcg_ros.contract'
@@ -78,41 +79,6 @@ class RefObs:
     """[REF_FUTURE, 3] reference root linear velocity, world frame [m/s]."""
 
 
-def quat_rotate_inverse(q, v, xp=np):
-    """Rotate vector(s) v by the inverse of unit quaternion(s) q (w, x, y, z)."""
-    # Written by components: np.cross dominates the 50 Hz observation cost otherwise.
-    w, x, y, z = q[..., 0], q[..., 1], q[..., 2], q[..., 3]
-    vx, vy, vz = v[..., 0], v[..., 1], v[..., 2]
-    # t = 2 u x v, result = v - w t + u x t, with u = (x, y, z).
-    tx, ty, tz = 2 * (y * vz - z * vy), 2 * (z * vx - x * vz), 2 * (x * vy - y * vx)
-    return xp.stack([vx - w * tx + (y * tz - z * ty),
-                     vy - w * ty + (z * tx - x * tz),
-                     vz - w * tz + (x * ty - y * tx)], axis=-1)
-
-
-def quat_mul(a, b, xp=np):
-    """Return the Hamilton product of quaternions (w, x, y, z)."""
-    aw, ax, ay, az = (a[..., i] for i in range(4))
-    bw, bx, by, bz = (b[..., i] for i in range(4))
-    return xp.stack([aw * bw - ax * bx - ay * by - az * bz,
-                     aw * bx + ax * bw + ay * bz - az * by,
-                     aw * by - ax * bz + ay * bw + az * bx,
-                     aw * bz + ax * by - ay * bx + az * bw], axis=-1)
-
-
-def quat_conj(q, xp=np):
-    """Return the conjugate (the inverse of a unit quaternion)."""
-    return q * xp.asarray([1.0, -1.0, -1.0, -1.0], dtype=q.dtype)
-
-
-def quat_to_6d(q, xp=np):
-    """Return the first two rotation-matrix columns of q: a continuous 6D rotation."""
-    w, x, y, z = (q[..., i] for i in range(4))
-    c0 = xp.stack([1 - 2 * (y * y + z * z), 2 * (x * y + w * z), 2 * (x * z - w * y)], -1)
-    c1 = xp.stack([2 * (x * y - w * z), 1 - 2 * (x * x + z * z), 2 * (y * z + w * x)], -1)
-    return xp.concatenate([c0, c1], axis=-1)
-
-
 # Observation terms: each takes (robot, ref, contract, xp) and returns one frame.
 
 def _base_ang_vel(robot, ref, c, xp):
@@ -131,7 +97,7 @@ def _base_lin_vel(robot, ref, c, xp):
 def _projected_gravity(robot, ref, c, xp):
     """Return the unit gravity direction in the base frame."""
     g = xp.asarray([0.0, 0.0, -1.0], dtype=robot.quat.dtype)
-    return quat_rotate_inverse(robot.quat, g, xp)
+    return rotation.quat_rotate_inverse(robot.quat, g, xp)
 
 
 def _joint_pos_rel(robot, ref, c, xp):
@@ -162,8 +128,8 @@ def _ref_joint_pos(robot, ref, c, xp):
 
 def _ref_root_rot(robot, ref, c, xp):
     """Return the reference root rotation at t+1..t+3 relative to the base, as 6D."""
-    rel = quat_mul(quat_conj(robot.quat, xp)[None, :], ref.root_quat, xp)
-    return xp.reshape(quat_to_6d(rel, xp), (-1,))
+    rel = rotation.quat_mul(rotation.quat_conj(robot.quat, xp)[None, :], ref.root_quat, xp)
+    return xp.reshape(rotation.quat_to_6d(rel, xp), (-1,))
 
 
 def _ref_root_height(robot, ref, c, xp):
@@ -179,7 +145,7 @@ def _ref_root_lin_vel(robot, ref, c, xp):
     the clip's joint angles and heading but not how fast the clip travels.
     """
     q = xp.broadcast_to(robot.quat, ref.root_lin_vel.shape[:-1] + (4,))
-    return xp.reshape(quat_rotate_inverse(q, ref.root_lin_vel, xp), (-1,))
+    return xp.reshape(rotation.quat_rotate_inverse(q, ref.root_lin_vel, xp), (-1,))
 
 
 _NJ = g1.NUM_JOINTS
@@ -429,14 +395,25 @@ def imitation_contract(motion_name: str = '', motion_frames: int = 0,
                     action_residual=residual)
 
 
+def reference_indices(step, num_frames: int, xp=np):
+    """
+    Return the frames [REF_FUTURE] of the reference window at control step ``step``.
+
+    Frames step+1 .. step+REF_FUTURE of a clip of ``num_frames`` frames, held at its
+    last frame past the end. The one definition of the window: the runtime, the
+    evaluator (NumPy) and the trainer (``xp=jax.numpy``, ``step`` traced) all use it.
+    """
+    return xp.clip(step + xp.arange(1, REF_FUTURE + 1), 0, num_frames - 1)
+
+
 def reference_window(motion, motor_ids: np.ndarray, step: int) -> RefObs:
     """
-    Reference frames step+1 .. step+REF_FUTURE of ``motion`` (held at its last frame).
+    Reference frames :func:`reference_indices` of ``motion`` at control step ``step``.
 
     ``motion`` has ``joint_pos`` [T, 29] in motor order, ``root_quat``, ``root_pos``
     and ``root_lin_vel`` at the control rate; ``motor_ids`` maps contract joints to motors.
     """
-    idx = np.minimum(np.arange(step + 1, step + 1 + REF_FUTURE), motion.num_frames - 1)
+    idx = reference_indices(step, motion.num_frames)
     return RefObs(joint_pos=motion.joint_pos[idx][:, motor_ids],
                   root_quat=motion.root_quat[idx], root_height=motion.root_pos[idx, 2],
                   root_lin_vel=motion.root_lin_vel[idx])

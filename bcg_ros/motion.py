@@ -28,7 +28,7 @@ from typing import Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
-from bcg_ros.contract import quat_conj, quat_mul, quat_rotate_inverse, quat_to_6d
+from bcg_ros import rotation
 from bcg_ros.robot import g1
 
 MOTIONS_DIR = pathlib.Path(__file__).resolve().parent / 'motions'
@@ -121,33 +121,7 @@ _ARRAY_FIELDS = ('root_pos', 'root_quat', 'joint_pos', 'joint_vel', 'root_lin_ve
                  'root_ang_vel', 'key_pos')
 
 
-# Quaternions (w, x, y, z), NumPy.
-
-def quat_continuous(q: np.ndarray) -> np.ndarray:
-    """Flip signs along axis 0 so consecutive quaternions lie in one hemisphere."""
-    q = np.array(q, dtype=np.float64)
-    for i in range(1, len(q)):
-        if np.dot(q[i], q[i - 1]) < 0.0:
-            q[i] = -q[i]
-    return q
-
-
-def quat_slerp(a: np.ndarray, b: np.ndarray, t: np.ndarray) -> np.ndarray:
-    """Interpolate spherically from a to b ([..., 4]) at fractions t ([...])."""
-    t = np.asarray(t, dtype=np.float64)[..., None]
-    dot = np.sum(a * b, axis=-1, keepdims=True)
-    b = np.where(dot < 0.0, -b, b)
-    dot = np.abs(dot)
-    theta = np.arccos(np.clip(dot, -1.0, 1.0))
-    sin = np.sin(theta)
-    small = sin < 1e-8
-    # Where a and b (nearly) coincide, slerp's weights tend to the linear ones.
-    safe = np.where(small, 1.0, sin)
-    wa = np.where(small, 1.0 - t, np.sin((1.0 - t) * theta) / safe)
-    wb = np.where(small, t, np.sin(t * theta) / safe)
-    q = wa * a + wb * b
-    return q / np.linalg.norm(q, axis=-1, keepdims=True)
-
+# Orientation tracks (w, x, y, z), NumPy.
 
 def angular_velocity(quat: np.ndarray, fps: float) -> np.ndarray:
     """
@@ -161,18 +135,8 @@ def angular_velocity(quat: np.ndarray, fps: float) -> np.ndarray:
     prev = np.concatenate([q[:1], q[:-2], q[-2:-1]])
     span = np.full(len(q), 2.0 / fps)
     span[0] = span[-1] = 1.0 / fps
-    return quat_to_rotvec(quat_mul(nxt, quat_conj(prev))) / span[:, None]
-
-
-def quat_to_rotvec(q: np.ndarray) -> np.ndarray:
-    """Return the rotation vector (axis times angle in [0, pi]) of quaternions [..., 4]."""
-    q = np.where(q[..., :1] < 0.0, -q, q)
-    vec = q[..., 1:]
-    norm = np.linalg.norm(vec, axis=-1, keepdims=True)
-    angle = 2.0 * np.arctan2(norm, q[..., :1])
-    # angle / norm -> 2 as the rotation vanishes.
-    scale = np.where(norm > 1e-12, angle / np.maximum(norm, 1e-300), 2.0)
-    return vec * scale
+    turn = rotation.quat_mul(nxt, rotation.quat_conj(prev))
+    return rotation.quat_to_rotvec(turn) / span[:, None]
 
 
 def _gradient(x: np.ndarray, fps: float) -> np.ndarray:
@@ -278,7 +242,7 @@ def tracking_error(sim_body, ref_body, xp=np):
 def from_trajectory(name: str, fps: float, root_pos: np.ndarray, root_quat: np.ndarray,
                     joint_pos: np.ndarray, robot=None) -> Motion:
     """Build a Motion from positions: velocities by finite differences, key points by FK."""
-    root_quat = quat_continuous(root_quat)
+    root_quat = rotation.quat_continuous(root_quat)
     root_quat = root_quat / np.linalg.norm(root_quat, axis=-1, keepdims=True)
     key_pos, _ = forward_kinematics(root_pos, root_quat, joint_pos, robot)
     return Motion(name=name, fps=float(fps), root_pos=np.asarray(root_pos, np.float64),
@@ -302,7 +266,7 @@ def reference_state(motion: Motion, robot=None) -> Tuple[np.ndarray, np.ndarray]
     qpos[:, robot.qpos_adr] = motion.joint_pos
     qvel = np.zeros((motion.num_frames, model.nv))
     qvel[:, 0:3] = motion.root_lin_vel
-    qvel[:, 3:6] = quat_rotate_inverse(motion.root_quat, motion.root_ang_vel)
+    qvel[:, 3:6] = rotation.quat_rotate_inverse(motion.root_quat, motion.root_ang_vel)
     qvel[:, robot.qvel_adr] = motion.joint_vel
     return qpos, qvel
 
@@ -326,8 +290,8 @@ def resample(motion: Motion, fps: float, robot=None) -> Motion:
 
     def lerp(x):
         return (1.0 - a) * x[i] + a * x[i + 1]
-    quat = quat_continuous(motion.root_quat)
-    root_quat = quat_slerp(quat[i], quat[i + 1], a[:, 0])
+    quat = rotation.quat_continuous(motion.root_quat)
+    root_quat = rotation.quat_slerp(quat[i], quat[i + 1], a[:, 0])
     return from_trajectory(motion.name, fps, lerp(motion.root_pos), root_quat,
                            lerp(motion.joint_pos), robot)
 
@@ -912,15 +876,16 @@ def add_features(root_pos, root_quat, joint_pos, joint_vel, root_lin_vel, root_a
     root frame, root linear and angular velocity in the root frame, joint
     velocities. Works with xp=numpy or jax.numpy (differentiable in the latter).
     """
-    rel = quat_rotate_inverse(root_quat[..., None, :], key_pos - root_pos[..., None, :], xp)
+    rel = rotation.quat_rotate_inverse(root_quat[..., None, :],
+                                       key_pos - root_pos[..., None, :], xp)
     batch = rel.shape[:-2]
     return xp.concatenate([
         root_pos[..., 2:3],
-        quat_to_6d(root_quat, xp),
+        rotation.quat_to_6d(root_quat, xp),
         joint_pos,
         xp.reshape(rel, batch + (rel.shape[-2] * 3,)),
-        quat_rotate_inverse(root_quat, root_lin_vel, xp),
-        quat_rotate_inverse(root_quat, root_ang_vel, xp),
+        rotation.quat_rotate_inverse(root_quat, root_lin_vel, xp),
+        rotation.quat_rotate_inverse(root_quat, root_ang_vel, xp),
         joint_vel,
     ], axis=-1)
 

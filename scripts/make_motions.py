@@ -30,6 +30,7 @@ from scipy.interpolate import PchipInterpolator
 from bcg_ros import motion as motion_lib
 from bcg_ros.robot import g1
 from bcg_ros.robot import model as g1_model
+from bcg_ros.rotation import quat_conj, quat_mul, rpy_to_quat
 
 FPS = 1.0 / g1.CONTROL_DT
 GRAVITY = motion_lib.GRAVITY
@@ -110,14 +111,6 @@ def quintic(s, p0, v0, a0, p1, v1, a1, span):
     c4 = -15.0 * d + 8.0 * v0 + 7.0 * v1 + 1.5 * a0 - a1
     c5 = 6.0 * d - 3.0 * v0 - 3.0 * v1 - 0.5 * a0 + 0.5 * a1
     return p0 + s * (v0 + s * (0.5 * a0 + s * (c3 + s * (c4 + s * c5))))
-
-
-def rpy_to_quat(rpy: np.ndarray) -> np.ndarray:
-    """(w, x, y, z) of R = Rz(yaw) Ry(pitch) Rx(roll), rows of rpy [T, 3]."""
-    r, p, y = (rpy[:, i] / 2.0 for i in range(3))
-    cr, sr, cp, sp, cy, sy = np.cos(r), np.sin(r), np.cos(p), np.sin(p), np.cos(y), np.sin(y)
-    return np.stack([cr * cp * cy + sr * sp * sy, sr * cp * cy - cr * sp * sy,
-                     cr * sp * cy + sr * cp * sy, cr * cp * sy - sr * sp * cy], axis=-1)
 
 
 def joint_keys(t: np.ndarray, frames: Sequence[Tuple[float, Dict[str, float]]]) -> np.ndarray:
@@ -780,8 +773,7 @@ def solve_legs(robot: g1_model.G1Model, clip: Clip) -> np.ndarray:
             for side, leg in enumerate(LEGS):
                 foot = robot.foot_bodies[side]
                 err_p = target_pos[side] - data.xpos[foot]
-                qe = motion_lib.quat_mul(target_quat[side],
-                                         motion_lib.quat_conj(data.xquat[foot]))
+                qe = quat_mul(target_quat[side], quat_conj(data.xquat[foot]))
                 qe = qe if qe[0] >= 0 else -qe
                 vec = qe[1:]
                 angle = 2.0 * np.arctan2(np.linalg.norm(vec), qe[0])

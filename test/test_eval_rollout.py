@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from bcg_ros import contract as ct
+from bcg_ros import rotation
 from bcg_ros.eval import cli, report, synthetic
 from bcg_ros.eval.evaluator import EvalConfig, evaluate
 from bcg_ros.eval.rollout import physics_dt, RolloutConfig, run_once
@@ -310,7 +311,7 @@ def test_base_velocity_comes_from_the_estimator_in_the_loop(g):
         for _ in range(n_sub):
             mujoco.mj_step(m, d)
             sensor.update(robot.imu_sample(d), d.time)
-        truth = ct.quat_rotate_inverse(d.qpos[3:7], d.qvel[0:3])
+        truth = rotation.quat_rotate_inverse(d.qpos[3:7], d.qvel[0:3])
         err.append(sensor.body_velocity() - truth)
         speed.append(np.linalg.norm(truth[:2]))
     assert max(speed) > 0.5, 'the replayed clip never moved the robot'
@@ -362,8 +363,8 @@ def test_the_estimator_follows_the_shipped_run_policy(g, monkeypatch):
     p = load_policy(policies.path('run'))
     run = load_motion('run', control_dt=p.contract.control_dt)
     run_once(p, g, 0, RolloutConfig(duration=3.0), run,
-             on_step=lambda v: truth.append(ct.quat_rotate_inverse(v.qpos[3:7],
-                                                                   v.data.qvel[0:3])))
+             on_step=lambda v: truth.append(rotation.quat_rotate_inverse(v.qpos[3:7],
+                                                                         v.data.qvel[0:3])))
     # The estimate read before step k+1 is of the state recorded after step k.
     err = np.asarray(reads[1:len(truth) + 1]) - np.asarray(truth[:len(reads) - 1])
     assert max(np.linalg.norm(np.asarray(truth)[:, :2], axis=-1)) > 1.2, 'it never ran'

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from bcg_ros import contract as contract_mod
+from bcg_ros import rotation
 from bcg_ros import testing
 from bcg_ros.runtime import modes
 from bcg_ros.runtime.runner import (DEFAULT_COMMAND_RANGES, PolicyRunner, clip_command,
@@ -168,7 +169,7 @@ def test_tilt_beyond_the_limit_damps():
     assert st.mode is modes.Mode.STAND
     st = feed(st, sample(0.2, 3, quat=(np.cos(bad_angle / 2), 0, np.sin(bad_angle / 2), 0)))
     assert st.mode is modes.Mode.DAMPING and 'tilt' in st.reason
-    assert modes.tilt(np.array([np.cos(0.3), np.sin(0.3), 0.0, 0.0])) == pytest.approx(0.6)
+    assert rotation.tilt(np.array([np.cos(0.3), np.sin(0.3), 0.0, 0.0])) == pytest.approx(0.6)
 
 
 def test_tick_repeats_are_counted_then_damp():

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from bcg_ros import contract as ct
+from bcg_ros import rotation
 from bcg_ros.core import bcg as bcg_mod
 from bcg_ros.core import sim as simulator
 from bcg_ros.core.env import check_env, INFO_KEYS
@@ -189,7 +190,7 @@ def test_observed_base_velocity_is_the_simulators_with_its_noise():
     assert [t.name for t in c.obs_terms[-2:]] == ['ref_root_lin_vel', 'base_lin_vel']
     st = jax.jit(e.reset)(jax.random.PRNGKey(3))
     qpos, qvel = np.asarray(st.bcg.sim.qpos), np.asarray(st.bcg.sim.qvel)
-    truth = ct.quat_rotate_inverse(qpos[:, 3:7], qvel[:, 0:3])
+    truth = rotation.quat_rotate_inverse(qpos[:, 3:7], qvel[:, 0:3])
     assert np.abs(truth[:, 0]).max() > 1.0, 'no episode started while running'
     seen = np.asarray(e.observe(st))[:, -3:] / c.obs_terms[-1].scale
     err = seen - truth

@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 
 from bcg_ros import motion as M
-from bcg_ros.contract import quat_mul
 from bcg_ros.robot import g1
 from bcg_ros.robot import model as g1_model
+from bcg_ros.rotation import quat_mul
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 

@@ -8,6 +8,7 @@ import pytest
 
 from bcg_ros import motion as M
 from bcg_ros import motion_cli
+from bcg_ros import rotation
 from bcg_ros.robot import g1
 from bcg_ros.robot import model as g1_model
 
@@ -79,7 +80,7 @@ def test_stats_of_a_hop_a_walk_and_a_turn(clips, robot):
     pos[:, 0] += np.concatenate([np.linspace(0.0, 1.0, 40), np.linspace(1.0, 0.5, 20)])
     yaw = np.radians(np.concatenate([np.linspace(0.0, 90.0, 40), np.linspace(90.0, 60.0, 20)]))
     turn = np.stack([np.cos(yaw / 2), 0 * yaw, 0 * yaw, np.sin(yaw / 2)], axis=-1)
-    quat = M.quat_mul(turn, still.root_quat)
+    quat = rotation.quat_mul(turn, still.root_quat)
     # Turning about the pelvis moves the feet: the stats do not check plausibility.
     moved = M.from_trajectory('moved', still.fps, pos, quat, still.joint_pos, robot)
     stats = M.motion_stats(moved, robot)

@@ -63,6 +63,7 @@ def test_runtime_modules_hold_to_python_38(loaded):
     files = [f for f in loaded['modules'] if f.endswith('.py')]
     assert any(f.endswith('modes.py') for f in files)
     assert any(f.endswith('legs.py') for f in files)
+    assert any(f.endswith('rotation.py') for f in files)
     out = subprocess.run([vermin, '-t=3.8-', '--no-tips', '--violations', '--eval-annotations',
                           *files], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-1000:]

@@ -35,6 +35,7 @@ import numpy as np
 
 from bcg_ros import contract as ct
 from bcg_ros import motion as motion_mod
+from bcg_ros import rotation
 from bcg_ros.core import bcg as bcg_mod
 from bcg_ros.core import contact
 from bcg_ros.core import sim as simulator
@@ -245,14 +246,14 @@ class G1Env:
 
     def _robot_obs(self, qpos, qvel, last_action, vel_noise) -> ct.RobotObs:
         """Return what the robot measures, for one env (``vel_noise``: the velocity's error)."""
-        lin_vel = ct.quat_rotate_inverse(qpos[3:7], qvel[0:3], jnp) + vel_noise
+        lin_vel = rotation.quat_rotate_inverse(qpos[3:7], qvel[0:3], jnp) + vel_noise
         return ct.RobotObs(quat=qpos[3:7], gyro=qvel[3:6], joint_pos=qpos[self.qpos_adr],
                            joint_vel=qvel[self.qvel_adr], last_action=last_action,
                            command=jnp.zeros(3, qpos.dtype), lin_vel=lin_vel)
 
     def _ref_obs(self, frame) -> ct.RefObs:
         """Return the reference at frames t+1..t+3 (held at the last frame), for one env."""
-        idx = jnp.clip(frame + jnp.arange(1, ct.REF_FUTURE + 1), 0, self.num_frames - 1)
+        idx = ct.reference_indices(frame, self.num_frames, jnp)
         return ct.RefObs(joint_pos=self.ref_joint_pos[idx], root_quat=self.ref_root_quat[idx],
                          root_height=self.ref_root_pos[idx, 2],
                          root_lin_vel=self.ref_root_lin_vel[idx])
@@ -273,7 +274,7 @@ class G1Env:
     def _features(self, qpos, qvel, key_points):
         """Return one env's ADD features of the simulated state."""
         quat = qpos[3:7]
-        w = quat_rotate(quat, qvel[3:6])
+        w = rotation.quat_rotate(quat, qvel[3:6], jnp)
         return motion_mod.add_features(qpos[0:3], quat, qpos[self.qpos_adr],
                                        qvel[self.qvel_adr], qvel[0:3], w, key_points, xp=jnp)
 
@@ -363,9 +364,9 @@ class G1Env:
     def _privileged(self, qpos, qvel, frame):
         """One env's privileged critic terms (PRIVILEGED_SIZE values)."""
         quat = qpos[3:7]
-        v_base = ct.quat_rotate_inverse(quat, qvel[0:3], jnp)
+        v_base = rotation.quat_rotate_inverse(quat, qvel[0:3], jnp)
         ref = self.ref_qpos[frame]
-        dpos = ct.quat_rotate_inverse(quat, ref[0:3] - qpos[0:3], jnp)
+        dpos = rotation.quat_rotate_inverse(quat, ref[0:3] - qpos[0:3], jnp)
         dot = jnp.sum(quat * ref[3:7])
         phase = frame.astype(qpos.dtype) / (self.num_frames - 1)
         return jnp.concatenate([qpos[2:3], v_base, dpos, (1.0 - dot ** 2)[None], phase[None]])
@@ -471,8 +472,3 @@ class G1Env:
                     # A stiff contact that found no free bundle slot ran plain.
                     'bundle_dropped_rate': binfo.dropped.astype(qpos.dtype)}}
         return nxt, StepOut(self.observe(nxt), reward, done, info)
-
-
-def quat_rotate(q, v):
-    """Rotate vector(s) v by unit quaternion(s) q (w, x, y, z): body to world frame."""
-    return ct.quat_rotate_inverse(ct.quat_conj(q, jnp), v, jnp)

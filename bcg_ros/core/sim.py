@@ -45,6 +45,7 @@ with contextlib.redirect_stdout(io.StringIO()):
     # absent, which would corrupt output such as `bcg-train --print-config`.
     from mujoco import mjx
 
+from bcg_ros import rotation
 from bcg_ros.core import contact as ct
 from bcg_ros.robot import g1
 
@@ -288,22 +289,13 @@ def reset(sim: Sim, qpos, qvel=None) -> SimState:
 # --- small named terms -------------------------------------------------------------
 
 
-def _quat_mul(a, b):
-    aw, ax, ay, az = a[0], a[1], a[2], a[3]
-    bw, bx, by, bz = b[0], b[1], b[2], b[3]
-    return jnp.stack([aw * bw - ax * bx - ay * by - az * bz,
-                      aw * bx + ax * bw + ay * bz - az * by,
-                      aw * by - ax * bz + ay * bw + az * bx,
-                      aw * bz + ax * by - ay * bx + az * bw])
-
-
 def _quat_integrate(q, w, dt):
     """Rotate q by body-frame angular velocity w over dt (MuJoCo's free/ball convention)."""
     # sqrt(|w|^2 + tiny) keeps the gradient finite at w = 0.
     norm = jnp.sqrt(jnp.sum(w * w) + jnp.finfo(w.dtype).tiny)
     half = 0.5 * dt * norm
     dq = jnp.concatenate([jnp.cos(half)[None], jnp.sin(half) * w / norm])
-    q = _quat_mul(q, dq)
+    q = rotation.quat_mul(q, dq, jnp)
     return q / jnp.linalg.norm(q)
 
 

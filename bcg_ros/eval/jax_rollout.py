@@ -18,6 +18,7 @@ import numpy as np
 
 from bcg_ros import contract as ct
 from bcg_ros import motion as motion_mod
+from bcg_ros import rotation
 from bcg_ros.eval.rollout import (Baseline, Controller, make_run, MAX_SPEED, motor_gains,
                                   num_steps, ROW_SHAPES, RolloutConfig, Run)
 from bcg_ros.motion import Motion
@@ -88,7 +89,7 @@ def run_once(policy: Union[Policy, Baseline], seed: int, motion: Motion,
         # The simulator's own base velocity: this is the policy in its training
         # simulator, without the estimator (and without its noise).
         q_pol = actor.targets(t, qp[3:7], qv[3:6], qp[qadr][ids], qv[vadr][ids],
-                              ct.quat_rotate_inverse(qp[3:7], qv[0:3]))
+                              rotation.quat_rotate_inverse(qp[3:7], qv[0:3]))
         if q_pol is None:
             diverged = f'non-finite policy output at t = {t * c.control_dt:.3f} s'
             break

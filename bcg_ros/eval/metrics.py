@@ -18,7 +18,7 @@ from typing import Dict, List, Optional, Sequence
 
 import numpy as np
 
-from bcg_ros import contract as ct
+from bcg_ros import rotation
 from bcg_ros.core import contact
 from bcg_ros.motion import body_positions, Motion, tracking_error
 
@@ -53,7 +53,7 @@ def in_root_frame(key: np.ndarray, root_pos: np.ndarray, root_quat: np.ndarray) 
     """Key points [T, K, 3] in their root's frame (root_pos [T, 3], root_quat [T, 4])."""
     rel = np.asarray(key) - np.asarray(root_pos)[:, None, :]
     q = np.broadcast_to(np.asarray(root_quat)[:, None, :], rel.shape[:-1] + (4,))
-    return ct.quat_rotate_inverse(q, rel)
+    return rotation.quat_rotate_inverse(q, rel)
 
 
 def anchor_error_cm(sim_key, sim_root_pos, sim_root_quat,
@@ -72,7 +72,7 @@ def joint_error_rad(sim_q: np.ndarray, ref_q: np.ndarray) -> float:
 def base_velocity(root_quat: np.ndarray, root_lin_vel_world: np.ndarray,
                   root_ang_vel_body: np.ndarray) -> np.ndarray:
     """[T, 3] achieved (vx, vy) in the base frame and yaw rate wz, the command's terms."""
-    v = ct.quat_rotate_inverse(np.asarray(root_quat), np.asarray(root_lin_vel_world))
+    v = rotation.quat_rotate_inverse(np.asarray(root_quat), np.asarray(root_lin_vel_world))
     return np.concatenate([v[:, :2], np.asarray(root_ang_vel_body)[:, 2:3]], axis=-1)
 
 
@@ -118,8 +118,8 @@ def run_metrics(run, motion: Optional[Motion] = None, fall_height: float = FALL_
             # clip shows here), up to a fall, in each one's own base frame.
             upto = fi if fi > 0 else len(run.time)
             clip = base_velocity(motion.root_quat[f], motion.root_lin_vel[f],
-                                 ct.quat_rotate_inverse(motion.root_quat[f],
-                                                        motion.root_ang_vel[f]))
+                                 rotation.quat_rotate_inverse(motion.root_quat[f],
+                                                              motion.root_ang_vel[f]))
             ach = base_velocity(run.root_quat, run.root_lin_vel, run.root_ang_vel)
             out.update(velocity_errors(clip[:upto], ach[:upto]))
     if velocity:

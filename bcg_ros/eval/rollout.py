@@ -26,6 +26,7 @@ from bcg_ros import contract as ct
 from bcg_ros.runtime import estimator as est
 from bcg_ros import motion as motion_mod
 from bcg_ros.motion import Motion
+from bcg_ros import rotation
 from bcg_ros.robot import g1, pd, physics, sensors
 from bcg_ros.robot.model import G1Model
 from bcg_ros.runtime.policy import Policy
@@ -370,7 +371,7 @@ def start_state(g: G1Model, motion: Optional[Motion] = None) -> Tuple[np.ndarray
     qpos[g.qpos_adr] = motion.joint_pos[0]
     qvel[:3] = motion.root_lin_vel[0]
     # The free joint's angular velocity is in the body frame; the motion's in world.
-    qvel[3:6] = ct.quat_rotate_inverse(motion.root_quat[0], motion.root_ang_vel[0])
+    qvel[3:6] = rotation.quat_rotate_inverse(motion.root_quat[0], motion.root_ang_vel[0])
     qvel[g.qvel_adr] = motion.joint_vel[0]
     return qpos, qvel
 

@@ -50,16 +50,10 @@ from rosgraph_msgs.msg import Clock
 from std_msgs.msg import UInt8MultiArray, UInt32
 from std_srvs.srv import SetBool, Trigger
 
+from bcg_ros import rotation
 from bcg_ros.nodes import params, spin
 from bcg_ros.robot import crc, g1, lowlevel, model as model_mod, physics
 from bcg_ros.robot.g1_sim import G1Sim, G1SimConfig
-
-
-def _rpy(quat):
-    w, x, y, z = quat
-    return [float(np.arctan2(2 * (w * x + y * z), 1 - 2 * (x * x + y * y))),
-            float(np.arcsin(np.clip(2 * (w * y - z * x), -1.0, 1.0))),
-            float(np.arctan2(2 * (w * z + x * y), 1 - 2 * (y * y + z * z)))]
 
 
 class G1SimNode(Node):
@@ -188,7 +182,7 @@ class G1SimNode(Node):
         imu.quaternion = quat.tolist()
         imu.gyroscope = gyro.tolist()
         imu.accelerometer = acc.tolist()
-        imu.rpy = _rpy(quat)
+        imu.rpy = list(rotation.quat_to_rpy(quat))
         m.wireless_remote = list(self._remote)
         image = self._state_image
         image['tick'] = tick

@@ -42,6 +42,7 @@ from bcg_ros.runtime import estimator as est
 from bcg_ros.nodes import diagnostics, params, spin
 from bcg_ros.nodes.tf_pub import TfPublisher
 from bcg_ros.robot import g1
+from bcg_ros.rotation import quat_to_matrix
 
 FOOT_SIDES = ('left', 'right')
 
@@ -150,7 +151,7 @@ def odometry_msg(e: est.Estimate, cfg: StateBridgeConfig, stamp) -> Odometry:
     msg.child_frame_id = cfg.base_frame
     _vec_to_msg(e.position, msg.pose.pose.position)
     _quat_to_msg(e.quat, msg.pose.pose.orientation)
-    rot = est.quat_to_matrix(e.quat)
+    rot = quat_to_matrix(e.quat)
     _vec_to_msg(rot.T @ e.velocity, msg.twist.twist.linear)
     _vec_to_msg(e.angular_velocity, msg.twist.twist.angular)
     msg.pose.covariance = _cov6(e.position_cov, cfg.orientation_std ** 2)

@@ -24,7 +24,7 @@ from typing import Dict, List, Sequence
 import numpy as np
 
 from bcg_ros.robot import g1
-from bcg_ros.robot.legs import quat_to_matrix
+from bcg_ros.rotation import quat_to_matrix, quat_to_rpy
 
 PACKAGE_ROOT = pathlib.Path(__file__).resolve().parents[2]
 MJCF_PATH = PACKAGE_ROOT / 'bcg_ros' / 'models' / 'g1_29dof.xml'
@@ -72,15 +72,6 @@ def _visuals(b: g1.Body, kids: Sequence[g1.Body]):
         if link == b.name and name == 'head':
             shapes.append(('sphere', pos, (0.08,)))
     return shapes
-
-
-def quat_to_rpy(q) -> tuple:
-    """Convert (w, x, y, z) to URDF roll-pitch-yaw (R = Rz(yaw) Ry(pitch) Rx(roll))."""
-    r = quat_to_matrix(q)
-    pitch = math.asin(max(-1.0, min(1.0, -r[2, 0])))
-    roll = math.atan2(r[2, 1], r[2, 2])
-    yaw = math.atan2(r[1, 0], r[0, 0])
-    return roll, pitch, yaw
 
 
 def inertia_tensor(b: g1.Body) -> np.ndarray:

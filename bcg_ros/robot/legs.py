@@ -28,15 +28,7 @@ from typing import Tuple
 import numpy as np
 
 from bcg_ros.robot import g1
-
-
-def quat_to_matrix(quat) -> np.ndarray:
-    """Rotation matrix of a quaternion (w, x, y, z); normalises it first."""
-    w, x, y, z = np.asarray(quat, dtype=np.float64) / np.linalg.norm(quat)
-    return np.array([
-        [1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)],
-        [2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)],
-        [2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)]])
+from bcg_ros.rotation import quat_to_matrix
 
 
 @dataclass(frozen=True)

@@ -45,7 +45,7 @@ from typing import Optional, Tuple
 import numpy as np
 
 from bcg_ros.robot import g1, legs
-from bcg_ros.robot.legs import quat_to_matrix
+from bcg_ros.rotation import quat_to_matrix
 
 NUM_FEET = len(g1.FOOT_BODIES)
 NUM_SPHERES = len(g1.FOOT_SPHERES)

@@ -33,6 +33,7 @@ from typing import Optional, Tuple
 
 import numpy as np
 
+from bcg_ros import rotation
 from bcg_ros.robot import g1, lowlevel
 from bcg_ros.robot.lowlevel import LowStateSample, MotorCommand
 
@@ -238,13 +239,6 @@ def fault(st: ExecState, reason: str, now: float) -> ExecState:
     return enter(st, Mode.DAMPING, reason, now) if driving(st) else st
 
 
-def tilt(quat: np.ndarray) -> float:
-    """Angle [rad] between the pelvis z axis and world z, from (w, x, y, z)."""
-    q = quat / np.linalg.norm(quat)
-    cos = 1.0 - 2.0 * (q[1] * q[1] + q[2] * q[2])
-    return float(np.arccos(np.clip(cos, -1.0, 1.0)))
-
-
 def check_state(cfg: ExecutorConfig, s: LowStateSample) -> Optional[str]:
     """The first safety rule a LowState breaks, or None."""
     j = slice(0, g1.NUM_JOINTS)
@@ -271,7 +265,7 @@ def check_state(cfg: ExecutorConfig, s: LowStateSample) -> Optional[str]:
         return f'LowState gyroscope out of range ({np.max(np.abs(s.gyro)):.3g} rad/s)'
     if np.max(np.abs(s.acc)) > cfg.max_acc:
         return f'LowState accelerometer out of range ({np.max(np.abs(s.acc)):.3g} m/s^2)'
-    angle = tilt(s.quat)
+    angle = rotation.tilt(s.quat)
     if angle > cfg.max_tilt:
         return f'torso tilt {angle:.2f} rad beyond max_tilt {cfg.max_tilt} rad'
     return None
