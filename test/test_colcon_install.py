@@ -70,3 +70,17 @@ def test_installed_package_carries_its_model_and_runs(install):
                          text=True, timeout=120)
     assert res.returncode == 0, res.stderr
     assert 'bcg-bench' in res.stdout
+
+
+def test_installed_node_runs_through_its_own_shebang(install):
+    # ros2 run executes the script itself: its first line must name a Python that has
+    # rclpy and the runtime's packages (the one the workspace was built with).
+    site = next((install / 'bcg_ros' / 'lib').glob('python3*/site-packages'))
+    exe = install / 'bcg_ros' / 'lib' / 'bcg_ros' / 'policy_node'
+    shebang = exe.read_text().splitlines()[0]
+    assert shebang.startswith('#!') and 'python' in shebang, shebang
+    env = dict(os.environ, PYTHONPATH=str(site), ROS_DOMAIN_ID='77')
+    res = subprocess.run([str(exe), '--ros-args', '-p', 'command_priority:=100'], env=env,
+                         capture_output=True, text=True, timeout=120)
+    assert res.returncode == 2, res.stdout + res.stderr
+    assert 'command_priority' in res.stdout + res.stderr

@@ -40,11 +40,8 @@ import numpy as np
 import rclpy
 from geometry_msgs.msg import WrenchStamped
 from nav_msgs.msg import Odometry
-from rclpy.executors import SingleThreadedExecutor
 from rclpy.node import Node
-from rclpy.logging import get_logger
 from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy
-from rclpy.signals import SignalHandlerOptions
 from rclpy.time import Time
 from rosgraph_msgs.msg import Clock
 from std_msgs.msg import UInt8MultiArray, UInt32
@@ -223,22 +220,8 @@ class G1SimNode(Node):
 
 def main(args=None) -> int:
     """Run g1_sim_node until shut down."""
-    rclpy.init(args=args, signal_handler_options=SignalHandlerOptions.NO)
-    stop = spin.stop_on_signals()
-    try:
-        node = G1SimNode()
-    except (params.ParameterError, model_mod.ModelError, physics.PhysicsError) as exc:
-        get_logger('g1_sim_node').error(str(exc))
-        rclpy.shutdown()
-        return 1
-    executor = SingleThreadedExecutor()
-    executor.add_node(node)
-    try:
-        spin.until(executor, stop)
-    finally:
-        node.destroy_node()
-        spin.shutdown()
-    return 0
+    return spin.run('g1_sim_node', lambda stop: G1SimNode(),
+                    (params.ParameterError, model_mod.ModelError, physics.PhysicsError), args)
 
 
 if __name__ == '__main__':

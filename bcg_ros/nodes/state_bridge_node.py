@@ -23,18 +23,16 @@ Parameters (config/state_bridge_node.yaml) are the fields of
 :class:`StateBridgeConfig` and :class:`bcg_ros.runtime.estimator.EstimatorConfig`.
 """
 
+import sys
 import time
 from dataclasses import dataclass
 from typing import Optional
 
 import numpy as np
-import rclpy
 from geometry_msgs.msg import TransformStamped, WrenchStamped
 from nav_msgs.msg import Odometry
-from rclpy.executors import SingleThreadedExecutor
 from rclpy.node import Node
 from rclpy.qos import qos_profile_sensor_data
-from rclpy.signals import SignalHandlerOptions
 from sensor_msgs.msg import Imu, JointState
 from visualization_msgs.msg import Marker, MarkerArray
 
@@ -333,20 +331,10 @@ class StateBridgeNode(Node):
 
 
 def main(args=None) -> int:
-    """Run state_bridge_node until shutdown."""
-    rclpy.init(args=args, signal_handler_options=SignalHandlerOptions.NO)
-    stop = spin.stop_on_signals()
-    try:
-        node = StateBridgeNode()
-    except (params.ParameterError, est.EstimatorConfigError) as exc:
-        print(f'state_bridge_node: {exc}')
-        rclpy.try_shutdown()
-        return 2
-    executor = SingleThreadedExecutor()
-    executor.add_node(node)
-    try:
-        spin.until(executor, stop)
-    finally:
-        node.destroy_node()
-        spin.shutdown()
-    return 0
+    """Run state_bridge_node until shut down."""
+    return spin.run('state_bridge_node', lambda stop: StateBridgeNode(),
+                    (params.ParameterError, est.EstimatorConfigError), args)
+
+
+if __name__ == '__main__':
+    sys.exit(main())
