@@ -481,3 +481,41 @@ def test_base_velocity_is_the_estimators_in_the_base_frame(tmp_path):
     np.testing.assert_allclose(v, [0.2, 0.0, 0.0], atol=0.03)
     runner.reset()
     assert runner.velocity.state is None
+
+
+def test_check_state_passes_exactly_the_states_every_rule_passes():
+    # check_state takes a whole LowState at once and goes rule by rule only when one
+    # fails: on states near every bound, the two must agree.
+    rng = np.random.default_rng(0)
+    n = g1.NUM_JOINTS
+    lo, hi = np.asarray(g1.JOINT_LOWER), np.asarray(g1.JOINT_UPPER)
+    passed = 0
+    for i in range(3000):
+        q = rng.uniform(lo - 0.3, hi + 0.3)
+        dq = rng.uniform(-2.2, 2.2, n) * np.asarray(g1.VELOCITY_LIMIT)
+        tau = rng.uniform(-3.3, 3.3, n) * np.asarray(g1.TORQUE_LIMIT)
+        angle = rng.uniform(0.0, 1.2)
+        quat = np.array([np.cos(angle / 2), np.sin(angle / 2), 0.0, 0.0])
+        quat *= rng.uniform(0.85, 1.15)
+        gyro, acc = rng.uniform(-22, 22, 3), rng.uniform(-220, 220, 3)
+        if i % 7 == 0:
+            (q, dq, tau, gyro)[i % 4][rng.integers(3)] = np.nan
+        if i % 3:   # most states: every rule but one or none is close to its bound
+            q, dq, tau = np.clip(q, lo - 0.19, hi + 0.19), dq / 2.1, tau / 3.1
+            gyro, acc = gyro / 1.2, acc / 1.2
+        s = sample(0.0, 1, q=q, dq=np.r_[dq, np.zeros(6)], tau=np.r_[tau, np.zeros(6)],
+                   quat=quat, gyro=gyro, acc=acc)
+        every_rule = (np.isfinite(np.r_[q, dq, tau, gyro, acc, quat]).all()
+                      and (q >= lo - CFG.joint_pos_margin).all()
+                      and (q <= hi + CFG.joint_pos_margin).all()
+                      and (np.abs(dq) <= CFG.joint_vel_factor
+                           * np.asarray(g1.VELOCITY_LIMIT)).all()
+                      and (np.abs(tau) <= CFG.max_torque_factor
+                           * np.asarray(g1.TORQUE_LIMIT)).all()
+                      and abs(np.linalg.norm(quat) - 1.0) <= CFG.quat_norm_tolerance
+                      and (np.abs(gyro) <= CFG.max_gyro).all()
+                      and (np.abs(acc) <= CFG.max_acc).all()
+                      and rotation.tilt(quat) <= CFG.max_tilt)
+        assert (modes.check_state(CFG, s) is None) == every_rule, (i, modes.check_state(CFG, s))
+        passed += every_rule
+    assert 300 < passed < 2700, f'{passed} of 3000 pass: too few cases on one side'

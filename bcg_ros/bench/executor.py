@@ -72,6 +72,7 @@ def steal_percent(before: np.ndarray, after: np.ndarray) -> float:
 def run(args) -> int:
     """Measure and print the figures; the last line is executor_latency_p99_ms."""
     import rclpy
+    from diagnostic_msgs.msg import DiagnosticStatus
     from rclpy.executors import SingleThreadedExecutor
     from std_srvs.srv import Trigger
     from unitree_hg.msg import LowCmd, LowState
@@ -93,6 +94,9 @@ def run(args) -> int:
     node.create_subscription(LowCmd, '/lowcmd', lambda raw: recv.append(time.monotonic()), 100,
                              raw=True)
     pub = node.create_publisher(LowState, '/lowstate', 10)
+    status = {}
+    node.create_subscription(DiagnosticStatus, '/policy_node/status',
+                             lambda m: status.update((v.key, v.value) for v in m.values), 10)
     realtime.append(_realtime(args.bench_priority, dds=True))
     ex = SingleThreadedExecutor()
     ex.add_node(node)
@@ -143,6 +147,8 @@ def run(args) -> int:
         cpu_before = _cpu_times()
         time.sleep(seconds)
         cpu_after = _cpu_times()
+        time.sleep(0.15)   # one more ~/status, with the node's path over the window
+        node_path = {q: status.get(f'command_path_ms_p{q}', '') for q in (50, 99)}
         stop.set()
         time.sleep(0.05)
     finally:
@@ -169,6 +175,9 @@ def run(args) -> int:
           f'({len(cmds) / seconds:.0f} Hz)')
     print(f'LowState publisher period error p99: {np.percentile(state_err, 99):.3f} ms '
           f'(the command loop follows it)')
+    print(f'policy_node\'s own path, LowState taken to LowCmd published: p50 '
+          f'{node_path[50] or "?"} ms, p99 {node_path[99] or "?"} ms (the rest is DDS and '
+          f'waking up)')
     print(f'executor_latency_p50_ms: {np.percentile(latency, 50):.3f}')
     print(f'executor_period_error_p99_ms: {np.percentile(period_err, 99):.3f}')
     print(f'executor_latency_p99_ms: {np.percentile(latency, 99):.3f}')

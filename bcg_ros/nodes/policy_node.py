@@ -16,7 +16,9 @@ Interfaces (names relative to the node, ``~``):
 - ``~/status`` (diagnostic_msgs/DiagnosticStatus, 10 Hz and on every change):
   message ``"<mode>: <why it entered it>"``, level OK, or WARN in passive with
   a failing rule, or ERROR in damping; values mode, previous, reason, fault,
-  tick_faults, lowstate_age_ms, commands_sent, policy;
+  tick_faults, lowstate_age_ms, commands_sent, policy, command_path_ms_p50 and
+  _p99 (the node's own time from a LowState taken to its LowCmd published, over the
+  last 1000 answered);
 - ``~/mode_marker`` (visualization_msgs/MarkerArray, with ``~/status``): the mode
   and its reason as text above the pelvis, for rviz.
 
@@ -176,6 +178,11 @@ class _StateReader:
         return None if taken is None else taken[0]
 
 
+LATE_STATE_PERIODS = 2.5
+"""Command periods after the last command the loop waits for a LowState before it sends on
+its own clock. The stream's arrival jitter over DDS reaches a millisecond on a loaded
+machine; at 1.5 periods such a late LowState met an own-clock command just sent, was
+skipped and answered a period later, which made the tail of ``bcg-bench executor``."""
 STATE_QOS = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=1,
                        reliability=ReliabilityPolicy.BEST_EFFORT)
 """LowState: only the newest matters; best effort also matches a reliable publisher."""
@@ -224,6 +231,8 @@ class PolicyNode(LifecycleNode):
         self._twist = None
         self._published_mode = None
         self.commands_sent = 0
+        self._path_s = collections.deque(maxlen=1000)
+        """Seconds from a LowState taken to its LowCmd published, the latest answered."""
         self._sim_time = bool(self.get_parameter('use_sim_time').value)
         self._clock_moved = threading.Condition()
         if self._sim_time:
@@ -472,17 +481,19 @@ class PolicyNode(LifecycleNode):
         last_send, synced = self._now(), False
         anchor = last_send
         while not self._stop.is_set():
-            # While the state stream paces the loop, allow it half a period of
-            # lateness before the own clock takes over, so that a slightly late
-            # LowState is answered at once instead of one period later.
-            deadline = anchor + (1.5 * period if synced else period)
-            wait = min(max(0.0, deadline - self._now()), 1.5 * period)
+            # While the state stream paces the loop, allow it LATE_STATE_PERIODS - 1
+            # periods of lateness before the own clock takes over, so that a late
+            # LowState is answered at once instead of skipped as too soon after an
+            # own-clock command (and answered a period later).
+            deadline = anchor + (LATE_STATE_PERIODS * period if synced else period)
+            wait = min(max(0.0, deadline - self._now()), LATE_STATE_PERIODS * period)
             raw = reader.take(wait - margin)
             while raw is None and margin and self._now() < deadline \
                     and not self._stop.is_set():
                 raw = reader.take(0.0)   # the last stretch: poll, not sleep
             if self._stop.is_set():
                 break
+            taken = time.monotonic()
             now = self._now()
             got = raw is not None
             if got:
@@ -503,6 +514,8 @@ class PolicyNode(LifecycleNode):
             if cmd is not None and self._cmd_pub is not None:
                 self._cmd_pub.publish(lowlevel.serialize_lowcmd(cmd))
                 self.commands_sent += 1
+                if got:
+                    self._path_s.append(time.monotonic() - taken)
             last_send = anchor = now
             self._mode_changed()
 
@@ -558,6 +571,12 @@ class PolicyNode(LifecycleNode):
                 f'mode {st.previous.value if st.previous else "-"} -> {mode.value}: {st.reason}')
             self._publish_status()
 
+    def _path_percentiles(self) -> dict:
+        """command_path_ms_p50 and _p99 as text ('' before the first answered LowState)."""
+        path = np.array(self._path_s) * 1e3
+        return {f'command_path_ms_p{q}': f'{np.percentile(path, q):.3f}' if len(path) else ''
+                for q in (50, 99)}
+
     def _publish_status(self):
         with self._lock:
             st = self._state
@@ -570,6 +589,7 @@ class PolicyNode(LifecycleNode):
         values = dict(mode=st.mode.value, previous=st.previous.value if st.previous else '',
                       reason=st.reason, fault=st.fault, tick_faults=str(st.tick_faults),
                       lowstate_age_ms=age, commands_sent=str(self.commands_sent),
+                      **self._path_percentiles(),
                       policy=getattr(getattr(self, 'cfg', None), 'policy_path', ''))
         status = diagnostics.status(self.get_name(), level, f'{st.mode.value}: {st.reason}',
                                     'g1', values)

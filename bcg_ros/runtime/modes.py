@@ -27,6 +27,7 @@ fuzz drive them directly.
 """
 
 import enum
+import math
 from dataclasses import dataclass, field, fields, replace
 from functools import cached_property
 from typing import Optional, Tuple
@@ -171,6 +172,24 @@ class ExecutorConfig:
         return limits
 
     @cached_property
+    def state_bounds(self) -> Tuple[np.ndarray, np.ndarray]:
+        """
+        Lower and upper bounds of a LowState's q, dq, tau, gyro and acc, concatenated.
+
+        :func:`check_state` compares a whole LowState against them at once and looks
+        for the rule it breaks only when one fails (a NaN fails every comparison).
+        """
+        n = g1.NUM_JOINTS
+        dq = self.joint_vel_factor * _VELOCITY_LIMIT
+        tau = self.max_torque_factor * _TORQUE_LIMIT
+        lo = np.concatenate([_JOINT_LOWER - self.joint_pos_margin, -dq, -tau,
+                             np.full(3, -self.max_gyro), np.full(3, -self.max_acc)])
+        hi = np.concatenate([_JOINT_UPPER + self.joint_pos_margin, dq, tau,
+                             np.full(3, self.max_gyro), np.full(3, self.max_acc)])
+        assert lo.shape == (3 * n + 6,)
+        return _read_only(lo), _read_only(hi)
+
+    @cached_property
     def combos(self) -> Tuple[Tuple[Request, int], ...]:
         """(request, button mask), the e-stop first so that it wins over the others."""
         return ((Request.STOP, lowlevel.parse_combo(self.stop_combo)),
@@ -242,6 +261,14 @@ def fault(st: ExecState, reason: str, now: float) -> ExecState:
 def check_state(cfg: ExecutorConfig, s: LowStateSample) -> Optional[str]:
     """The first safety rule a LowState breaks, or None."""
     j = slice(0, g1.NUM_JOINTS)
+    lo, hi = cfg.state_bounds
+    v = np.concatenate([s.q[j], s.dq[j], s.tau[j], s.gyro, s.acc])
+    w, x, y, z = (float(c) for c in s.quat)
+    norm2 = w * w + x * x + y * y + z * z
+    if ((lo <= v) & (v <= hi)).all() and abs(math.sqrt(norm2) - 1.0) \
+            <= cfg.quat_norm_tolerance and 1.0 - 2.0 * (x * x + y * y) / norm2 \
+            >= math.cos(cfg.max_tilt):
+        return None   # every rule holds; the rules one by one say which does not
     for name in ('q', 'dq', 'tau', 'quat', 'gyro', 'acc'):
         v = getattr(s, name)
         v = v[j] if name in ('q', 'dq', 'tau') else v
