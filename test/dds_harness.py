@@ -26,10 +26,10 @@ from bcg_ros.robot import lowlevel
 REPO = pathlib.Path(__file__).resolve().parents[1]
 
 
-def spawn(module: str, domain_id: int, *ros_args: str) -> subprocess.Popen:
-    """Run a node module in its own process on ``domain_id``, its output piped."""
-    env = dict(os.environ, PYTHONPATH=str(REPO), PYTHONUNBUFFERED='1',
-               ROS_DOMAIN_ID=str(domain_id))
+def spawn(module: str, domain_id: int, *ros_args: str, path: str = '') -> subprocess.Popen:
+    """Run a node module in its own process on ``domain_id`` (``path`` first on its PYTHONPATH)."""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (path, str(REPO)) if p),
+               PYTHONUNBUFFERED='1', ROS_DOMAIN_ID=str(domain_id))
     return subprocess.Popen([sys.executable, '-m', module, '--ros-args', *ros_args],
                             cwd=REPO, env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True)

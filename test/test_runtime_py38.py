@@ -8,6 +8,7 @@ neither JAX nor MuJoCo, and every module they load must hold to Python 3.8 (verm
 """
 
 import json
+import os
 import pathlib
 import shutil
 import subprocess
@@ -96,3 +97,86 @@ def test_runtime_requirements_resolve_to_aarch64_wheels(python, tmp_path):
     tag = 'cp' + python.replace('.', '')
     for name in ('numpy', 'onnxruntime'):
         assert tag in wheels[name] and 'aarch64' in wheels[name], wheels[name]
+
+
+_BLOCKER = '''
+import sys
+
+
+class _NotInstalled:
+    """Import hook: the training stack is not installed in this environment."""
+
+    def find_spec(self, name, path=None, target=None):
+        if name.split('.')[0] in {blocked!r}:
+            raise ModuleNotFoundError(f'No module named {{name!r}} (runtime environment)')
+        return None
+
+
+sys.meta_path.insert(0, _NotInstalled())
+'''
+TRAINING_STACK = ('jax', 'jaxlib', 'mujoco', 'optax', 'flax', 'mujoco_mjx')
+
+
+@pytest.mark.ros
+def test_runtime_nodes_run_a_policy_where_the_training_stack_cannot_be_imported(tmp_path):
+    """policy_node and state_bridge_node with jax and mujoco uninstallable, on g1_sim_node."""
+    pytest.importorskip('rclpy')
+    pytest.importorskip('unitree_hg.msg', reason='unitree_hg is not built')
+    if not POLICIES:
+        pytest.skip('no shipped policy to run')
+    import random
+    import time
+
+    import numpy as np
+    import rclpy
+    from dds_harness import Observer, spawn
+    from lifecycle_msgs.msg import Transition
+    from nav_msgs.msg import Odometry
+
+    from bcg_ros import policies, testing
+
+    blocker = tmp_path / 'runtime_env'
+    blocker.mkdir()
+    (blocker / 'sitecustomize.py').write_text(_BLOCKER.format(blocked=set(TRAINING_STACK)))
+    probe = subprocess.run([sys.executable, '-c', 'import mujoco'], capture_output=True,
+                           text=True, env=dict(os.environ, PYTHONPATH=str(blocker)))
+    assert probe.returncode != 0 and 'runtime environment' in probe.stderr, probe.stderr
+    domain = random.randint(1, 29)
+    rclpy.init(domain_id=domain)
+    procs = {'sim': spawn('bcg_ros.nodes.g1_sim_node', domain, '--params-file',
+                          str(REPO / 'config' / 'g1_sim_node.yaml'))}
+    procs['policy'] = spawn('bcg_ros.nodes.policy_node', domain, '--params-file',
+                            str(REPO / 'config' / 'policy_node.yaml'),
+                            '-p', f'policy_path:={policies.path()}',
+                            '-p', 'stand_duration:=1.0', '-p', 'stale_timeout:=0.1',
+                            path=str(blocker))
+    procs['bridge'] = spawn('bcg_ros.nodes.state_bridge_node', domain, '--params-file',
+                            str(REPO / 'config' / 'state_bridge_node.yaml'), path=str(blocker))
+    obs = Observer()
+    obs.watch_mode('policy_node')
+    odom = []
+    obs.node.create_subscription(Odometry, '/odom', lambda m: odom.append(time.monotonic()), 10)
+    logs = {}
+    try:
+        assert obs.transition('policy_node', Transition.TRANSITION_CONFIGURE)
+        assert obs.transition('policy_node', Transition.TRANSITION_ACTIVATE)
+        assert obs.trigger('/policy_node/stand').success
+        time.sleep(1.5)
+        response = obs.trigger('/policy_node/start')
+        assert response.success, response.message
+        t0 = time.monotonic()
+        time.sleep(3.0)
+        assert obs.mode('policy_node') == 'policy', obs.modes['policy_node']
+        cmds = obs.cmds_since(t0)
+        assert len(cmds) > 0.3 * 3.0 * 500 and not any(c[1] for c in cmds)
+        moved = np.ptp(np.array([c[3] for c in cmds]), axis=0).max()
+        assert moved > 0.05, 'the policy does not move the joints'
+        assert sum(1 for t in odom if t > t0) > 10, 'state_bridge_node publishes no /odom'
+    finally:
+        obs.close()
+        for name, proc in procs.items():
+            logs[name] = testing.stop_process(proc)
+        rclpy.shutdown()
+    for name in ('policy', 'bridge'):
+        assert 'Traceback' not in logs[name] and 'runtime environment' not in logs[name], \
+            logs[name][-3000:]
