@@ -207,3 +207,25 @@ def test_a_background_run_stopped_by_sigterm_writes_its_checkpoint(tmp_path):
     done = len(hist.read_text().splitlines())
     assert checkpoint.read_meta(out / 'checkpoint.npz')['iteration'] == done >= 3
     assert f'interrupted: checkpoint at iteration {done}' in stdout
+
+
+def test_a_signal_asks_the_run_to_stop_and_a_second_one_interrupts():
+    # The first only sets the event (an exception raised from the handler could land in
+    # a garbage-collection callback and be dropped); the second raises for a long compile.
+    import signal
+    import threading
+
+    from bcg_ros.train import cli
+
+    stop = threading.Event()
+    old = cli._stop_on_signals(stop)
+    try:
+        handler = signal.getsignal(signal.SIGTERM)
+        assert signal.getsignal(signal.SIGINT) is handler
+        handler(signal.SIGTERM, None)
+        assert stop.is_set()
+        with pytest.raises(KeyboardInterrupt):
+            handler(signal.SIGINT, None)
+    finally:
+        for signum, previous in old.items():
+            signal.signal(signum, previous)

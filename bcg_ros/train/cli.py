@@ -69,21 +69,24 @@ def _error(exc) -> int:
     return 2
 
 
-def _stop_like_ctrl_c() -> dict:
+def _stop_on_signals(stop: threading.Event) -> dict:
     """
-    Make SIGTERM, and SIGINT where it is ignored, stop training as Ctrl-C does.
+    Make Ctrl-C and SIGTERM set ``stop``: the run ends after its iteration and saves.
 
     A shell starts background jobs (``bcg-train ... &``) with SIGINT ignored, and
     ``kill`` sends SIGTERM: either way the run writes its checkpoint before it ends.
+    The handler only sets the event, because an exception raised from a signal
+    handler lands wherever Python is, also in a garbage-collection callback
+    (JAX registers one), where it is printed and dropped and the run goes on. A
+    second signal raises KeyboardInterrupt, for a compile that should not finish.
     Returns the handlers it replaced.
     """
     def interrupt(signum, frame):
-        raise KeyboardInterrupt(signal.Signals(signum).name)
+        if stop.is_set():
+            raise KeyboardInterrupt(signal.Signals(signum).name)
+        stop.set()
 
-    old = {signal.SIGTERM: signal.signal(signal.SIGTERM, interrupt)}
-    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
-        old[signal.SIGINT] = signal.signal(signal.SIGINT, signal.default_int_handler)
-    return old
+    return {sig: signal.signal(sig, interrupt) for sig in (signal.SIGTERM, signal.SIGINT)}
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
@@ -115,15 +118,20 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     except ValueError as exc:   # ConfigError, or a motion file that does not load
         return _error(exc)
     if not args.export_only:
+        stop = threading.Event()
         main_thread = threading.current_thread() is threading.main_thread()
-        replaced = _stop_like_ctrl_c() if main_thread else {}
+        replaced = _stop_on_signals(stop) if main_thread else {}
         try:
-            trainer.run()
+            trainer.run(should_stop=stop.is_set)
         except KeyboardInterrupt:
             return 130
         finally:
             for signum, handler in replaced.items():
                 signal.signal(signum, handler)
+        if stop.is_set():
+            print(f'interrupted: checkpoint at iteration {trainer.iteration} -> '
+                  f'{trainer.out / CHECKPOINT}')
+            return 130
     summary = trainer.finish()
     last = summary['last_10_iterations']
     print(f'iterations {summary["iterations"]}, samples {summary["samples"]}, '
