@@ -170,10 +170,13 @@ def test_table1_from_a_runs_directory(g, stand, tmp_path, monkeypatch):
     md = (tmp_path / 'runs' / 'table1' / 'table1.md').read_text()
     assert '| 50 | 2/2 / — |' in md
     assert '| 300 | 0/2 / ' in md
+    (tmp_path / 'runs' / 'jump' / 'shac_bcg_k300' / 'summary.json').write_text(json.dumps(
+        {'iterations': 5000, 'samples': 1280000, 'wall_s': 7832.2}))
     rc = cli.main(['table2', '--runs-dir', str(tmp_path / 'runs'), '--motions', 'jump',
                    '--runs', '1', '--no-plots', '--quiet'])
     md2 = (tmp_path / 'runs' / 'table2' / 'table2.md').read_text()
     assert rc == 0 and 'ppo' in md2 and 'Not found' in md2
+    assert '| jump | shac_bcg_k300 | 5000 | 1280000 | 130.5 |' in md2
 
 
 def test_motion_defaults_to_the_one_the_policy_was_trained_on(g, tmp_path):

@@ -155,7 +155,7 @@ def _table(argv: List[str], which: str) -> int:
     cols = ([(k, f'{args.method}_k{k}') for k in args.k] if which == 'table1'
             else [(m, m) for m in args.methods])
     out = pathlib.Path(args.out or root / which)
-    cells, missing, all_results = {}, [], {}
+    cells, missing, all_results, training = {}, [], {}, {}
     for motion in args.motions:
         for key, folder in cols:
             path = root / motion / folder / 'policy.onnx'
@@ -172,8 +172,12 @@ def _table(argv: List[str], which: str) -> int:
             result = report.write(ev, out / motion / folder, plots=not args.no_plots)
             cells[(motion, key)] = result['summary']
             all_results[f'{motion}/{folder}'] = result['summary']
+            trained = report.training_budget(path.parent / 'summary.json')
+            if trained is not None:
+                training[(motion, key)] = trained
+                all_results[f'{motion}/{folder}']['training'] = trained
     md = (report.table1_markdown(cells, args.motions, args.k) if which == 'table1'
-          else report.table2_markdown(cells, args.motions, args.methods))
+          else report.table2_markdown(cells, args.motions, args.methods, training))
     note = report.missing_note(missing)
     if note:
         md += '\n' + note + '\n'

@@ -204,8 +204,23 @@ def table1_markdown(cells: Mapping, motions: Sequence[str], ks: Sequence[int]) -
     return '\n'.join(lines) + '\n'
 
 
-def table2_markdown(cells: Mapping, motions: Sequence[str], methods: Sequence[str]) -> str:
-    """Table 2: E_track [cm] per motion and method; ``cells[(motion, method)]`` as above."""
+def training_budget(summary_path: pathlib.Path) -> Optional[Dict[str, float]]:
+    """Iterations, samples and wall-clock of the run that trained a policy (its summary.json)."""
+    try:
+        s = json.loads(pathlib.Path(summary_path).read_text())
+        return {k: float(s[k]) for k in ('iterations', 'samples', 'wall_s')}
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def table2_markdown(cells: Mapping, motions: Sequence[str], methods: Sequence[str],
+                    training: Optional[Mapping] = None) -> str:
+    """
+    Table 2: E_track [cm] per motion and method; ``cells[(motion, method)]`` as above.
+
+    ``training[(motion, method)]`` (:func:`training_budget`) adds what each policy was
+    trained with, so that equal wall-clock can be read off the table.
+    """
     lines = ['# Table 2: E_track [cm] in MuJoCo', '',
              '| method | ' + ' | '.join(motions) + ' |', '|---|' + '---|' * len(motions)]
     for meth in methods:
@@ -215,6 +230,15 @@ def table2_markdown(cells: Mapping, motions: Sequence[str], methods: Sequence[st
             row.append('—' if s is None else
                        f'{_fmt(s.get("e_track_cm"), 1)} ({s["falls"]}/{s["runs"]} falls)')
         lines.append(f'| {meth} | ' + ' | '.join(row) + ' |')
+    if training:
+        lines += ['', 'Trained with:', '', '| motion | method | iterations | samples | '
+                  'wall-clock [min] |', '|---|---|---|---|---|']
+        for m in motions:
+            for meth in methods:
+                t = training.get((m, meth))
+                if t is not None:
+                    lines.append(f'| {m} | {meth} | {t["iterations"]:.0f} | '
+                                 f'{t["samples"]:.0f} | {t["wall_s"] / 60.0:.1f} |')
     return '\n'.join(lines) + '\n'
 
 
