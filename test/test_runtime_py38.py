@@ -160,7 +160,10 @@ def test_runtime_nodes_run_a_policy_where_the_training_stack_cannot_be_imported(
     try:
         assert obs.transition('policy_node', Transition.TRANSITION_CONFIGURE)
         assert obs.transition('policy_node', Transition.TRANSITION_ACTIVATE)
-        assert obs.trigger('/policy_node/stand').success
+        deadline = time.monotonic() + 20.0   # until the LowState stream has reached it
+        while not obs.trigger('/policy_node/stand').success:
+            assert time.monotonic() < deadline, 'policy_node never received LowState'
+            time.sleep(0.2)
         time.sleep(1.5)
         response = obs.trigger('/policy_node/start')
         assert response.success, response.message

@@ -95,7 +95,10 @@ def test_unitree_velocity_policy_walks_from_the_stick_and_stops(world):
     obs = world['obs']
     assert obs.transition('policy_node', Transition.TRANSITION_CONFIGURE)
     assert obs.transition('policy_node', Transition.TRANSITION_ACTIVATE)
-    assert obs.trigger('/policy_node/stand').success
+    deadline = time.monotonic() + 20.0   # until the LowState stream has reached it
+    while not obs.trigger('/policy_node/stand').success:
+        assert time.monotonic() < deadline, 'policy_node never received LowState'
+        time.sleep(0.2)
     time.sleep(1.5)
     assert obs.set_bool('/g1_sim_node/elastic_band', False)
     time.sleep(0.5)
