@@ -152,8 +152,11 @@ def test_stale_timeout_is_simulated_time():
         print(f'simulator at {pace:.2f} x real time; last LowState -> damping: '
               f'{sim_delay * 1e3:.0f} ms simulated, {wall_delay * 1e3:.0f} ms wall '
               f'(stale_timeout {STALE_S * 1e3:.0f} ms)')
-        # The timeout, plus a command period and the hops, in simulated time.
-        assert STALE_S - 0.01 < sim_delay < STALE_S + 0.05, (sim_delay, wall_delay, pace)
+        # The timeout, plus a command period and the hops, in simulated time. Less on a
+        # loaded machine, where the last LowStates before the pause may not reach the
+        # node, which then counts from an earlier one; a timeout on the wall clock would
+        # give STALE_S * REAL_TIME_FACTOR (100 ms), below the bound.
+        assert 0.75 * STALE_S < sim_delay < STALE_S + 0.05, (sim_delay, wall_delay, pace)
     finally:
         obs.close()
         rclpy.shutdown(context=context)
