@@ -123,6 +123,16 @@ class Observer:
         """Hold the remote's sticks (lx, ly, rx, ry in [-1, 1]) until the next call."""
         self.remote.publish(UInt8MultiArray(data=list(lowlevel.encode_remote((), **axes))))
 
+    def activate_and_stand(self, node: str = 'policy_node', timeout: float = 20.0) -> None:
+        """Configure and activate ``node``, then ask it to stand until its LowState arrives."""
+        from lifecycle_msgs.msg import Transition
+        assert self.transition(node, Transition.TRANSITION_CONFIGURE)
+        assert self.transition(node, Transition.TRANSITION_ACTIVATE)
+        deadline = time.monotonic() + timeout
+        while not self.trigger(f'/{node}/stand').success:
+            assert time.monotonic() < deadline, f'{node} never received LowState'
+            time.sleep(0.2)
+
     def mode(self, name):
         return self.modes[name][-1][1] if self.modes[name] else None
 

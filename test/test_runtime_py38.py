@@ -130,7 +130,6 @@ def test_runtime_nodes_run_a_policy_where_the_training_stack_cannot_be_imported(
     import numpy as np
     import rclpy
     from dds_harness import Observer, spawn
-    from lifecycle_msgs.msg import Transition
     from nav_msgs.msg import Odometry
 
     from bcg_ros import policies, testing
@@ -158,12 +157,7 @@ def test_runtime_nodes_run_a_policy_where_the_training_stack_cannot_be_imported(
     obs.node.create_subscription(Odometry, '/odom', lambda m: odom.append(time.monotonic()), 10)
     logs = {}
     try:
-        assert obs.transition('policy_node', Transition.TRANSITION_CONFIGURE)
-        assert obs.transition('policy_node', Transition.TRANSITION_ACTIVATE)
-        deadline = time.monotonic() + 20.0   # until the LowState stream has reached it
-        while not obs.trigger('/policy_node/stand').success:
-            assert time.monotonic() < deadline, 'policy_node never received LowState'
-            time.sleep(0.2)
+        obs.activate_and_stand()
         time.sleep(1.5)
         response = obs.trigger('/policy_node/start')
         assert response.success, response.message

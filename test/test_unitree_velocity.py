@@ -24,7 +24,6 @@ pytest.importorskip('unitree_hg.msg',
                     reason='unitree_hg is not built; run scripts/build_interfaces.sh')
 
 from dds_harness import Observer, REPO, spawn  # noqa: E402
-from lifecycle_msgs.msg import Transition  # noqa: E402
 
 POLICY_DIRS = ('deploy/robots/g1/config/policy/velocity/v0',
                'deploy/robots/g1_29dof/config/policy/velocity/v0')
@@ -93,12 +92,7 @@ def _pose_at(obs: Observer, t: float) -> np.ndarray:
 @pytest.mark.ros
 def test_unitree_velocity_policy_walks_from_the_stick_and_stops(world):
     obs = world['obs']
-    assert obs.transition('policy_node', Transition.TRANSITION_CONFIGURE)
-    assert obs.transition('policy_node', Transition.TRANSITION_ACTIVATE)
-    deadline = time.monotonic() + 20.0   # until the LowState stream has reached it
-    while not obs.trigger('/policy_node/stand').success:
-        assert time.monotonic() < deadline, 'policy_node never received LowState'
-        time.sleep(0.2)
+    obs.activate_and_stand()
     time.sleep(1.5)
     assert obs.set_bool('/g1_sim_node/elastic_band', False)
     time.sleep(0.5)
