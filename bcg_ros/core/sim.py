@@ -47,6 +47,7 @@ with contextlib.redirect_stdout(io.StringIO()):
 
 from bcg_ros import rotation
 from bcg_ros.core import contact as ct
+from bcg_ros.core import kinematics
 from bcg_ros.robot import g1
 
 Vec3 = Tuple[float, float, float]
@@ -334,10 +335,10 @@ def point_jacobians(sim: Sim, d: mjx.Data, bodies, points) -> jax.Array:
 
 
 def smooth_dynamics(sim: Sim, qpos, qvel) -> mjx.Data:
-    """MJX kinematics, mass matrix and bias forces at (qpos, qvel)."""
+    """Kinematics (:mod:`.kinematics`), MJX's mass matrix and bias forces at (qpos, qvel)."""
     m = sim.mjx_model
     d = _empty_data(sim).replace(qpos=qpos, qvel=qvel)
-    d = mjx.kinematics(m, d)
+    d = kinematics.kinematics(m, d)
     d = mjx.com_pos(m, d)
     d = mjx.crb(m, d)
     d = mjx.com_vel(m, d)
@@ -446,7 +447,7 @@ def substep(sim: Sim, state: SimState, target: jax.Array):
 def observe(sim: Sim, state: SimState, normal_force, normal_impulse) -> StepInfo:
     """StepInfo of a state (kinematics only) and the step's contact forces."""
     d = _empty_data(sim).replace(qpos=state.qpos, qvel=state.qvel)
-    d = mjx.kinematics(sim.mjx_model, d)
+    d = kinematics.kinematics(sim.mjx_model, d)
     centers = body_points(d, sim.sphere_body, sim.sphere_pos)
     depth, _, point = ct.sphere_depth(centers, sim.sphere_radius, sim.terrain)
     keys = body_points(d, sim.key_body, sim.key_pos) if sim.key_body \
@@ -491,7 +492,7 @@ def foot_frames(sim: Sim, qpos: jax.Array) -> Tuple[jax.Array, jax.Array, jax.Ar
     world angular velocity, from qvel.
     """
     d = _empty_data(sim).replace(qpos=qpos)
-    d = mjx.com_pos(sim.mjx_model, mjx.kinematics(sim.mjx_model, d))
+    d = mjx.com_pos(sim.mjx_model, kinematics.kinematics(sim.mjx_model, d))
     feet = np.asarray(sim.foot_body, int)
     pos = d.xpos[feet]
     lin = point_jacobians(sim, d, sim.foot_body, pos)                   # [F, nv, 3]
