@@ -43,7 +43,6 @@ def _substep_parts(trainer, repeats: int = 20) -> Dict[str, float]:
     """Median forward time [ms] of a branch batch's substep parts (B states of one env)."""
     import jax
     import jax.numpy as jnp
-    from mujoco import mjx
 
     from bcg_ros.core import sim as simulator
 
@@ -56,17 +55,16 @@ def _substep_parts(trainer, repeats: int = 20) -> Dict[str, float]:
         return simulator.smooth_dynamics(sim, q, v)
 
     def contact(q, v):
-        return simulator.contact_terms(sim, smooth(q, v), v)[1]
+        return simulator.contact_terms(sim, smooth(q, v)[0], v)[1]
 
     def solve(q, v):
-        d = smooth(q, v)
-        mass = mjx.full_m(sim.mjx_model, d)
+        d, mass = smooth(q, v)
         return jnp.linalg.solve(mass, d.qfrc_bias)
 
     target = jnp.zeros((cfg.branches, sim.num_actions), sim.dtype)
     fns = {'substep': jax.jit(jax.vmap(lambda q, v, t: simulator.substep(
                sim, simulator.SimState(q, v), t)[0].qvel)),
-           'smooth_dynamics': jax.jit(jax.vmap(lambda q, v, t: smooth(q, v).qfrc_bias)),
+           'smooth_dynamics': jax.jit(jax.vmap(lambda q, v, t: smooth(q, v)[0].qfrc_bias)),
            'smooth+contact': jax.jit(jax.vmap(lambda q, v, t: contact(q, v))),
            'smooth+mass_solve': jax.jit(jax.vmap(lambda q, v, t: solve(q, v)))}
     out = {}

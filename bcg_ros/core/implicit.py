@@ -73,7 +73,6 @@ import jax
 import jax.numpy as jnp
 import jax.scipy.linalg as jsl
 import numpy as np
-from mujoco import mjx
 
 from bcg_ros.core import contact as ct
 from bcg_ros.core import sim as simulator
@@ -225,12 +224,11 @@ def contact_basis(normal: jax.Array) -> jax.Array:
 def frame(isim: ImplicitSim, qpos: jax.Array, qvel: jax.Array) -> Frame:
     """Dynamics, contact Jacobians and gaps at the start of a step."""
     sim = isim.sim
-    d = simulator.smooth_dynamics(sim, qpos, qvel)
+    d, mass = simulator.smooth_dynamics(sim, qpos, qvel)
     centers = simulator.body_points(d, sim.sphere_body, sim.sphere_pos)
     depth, normal, point = ct.sphere_depth(centers, sim.sphere_radius, sim.terrain)
     jac_point = simulator.point_jacobians(sim, d, sim.sphere_body, point)      # [S, nv, 3]
     jac = jnp.einsum('sij,snj->sin', contact_basis(normal), jac_point)
-    mass = mjx.full_m(sim.mjx_model, d).astype(sim.dtype)
     inv_mass = jsl.cho_solve(jsl.cho_factor(mass), jnp.eye(sim.nv, dtype=sim.dtype))
     delassus = jnp.einsum('sin,nm,sim->s', jac, inv_mass, jac)
     lim_q = qpos[np.asarray(sim.limit_qpos, int)]

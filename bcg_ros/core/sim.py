@@ -47,7 +47,7 @@ with contextlib.redirect_stdout(io.StringIO()):
 
 from bcg_ros import rotation
 from bcg_ros.core import contact as ct
-from bcg_ros.core import kinematics
+from bcg_ros.core import rigid
 from bcg_ros.robot import g1
 
 Vec3 = Tuple[float, float, float]
@@ -334,15 +334,17 @@ def point_jacobians(sim: Sim, d: mjx.Data, bodies, points) -> jax.Array:
     return jac * mask[..., None]
 
 
-def smooth_dynamics(sim: Sim, qpos, qvel) -> mjx.Data:
-    """Kinematics (:mod:`.kinematics`), MJX's mass matrix and bias forces at (qpos, qvel)."""
+def smooth_dynamics(sim: Sim, qpos, qvel) -> Tuple[mjx.Data, jax.Array]:
+    """
+    Kinematics, bias forces and the dense mass matrix at (qpos, qvel): (data, M [nv, nv]).
+
+    :mod:`bcg_ros.core.rigid` computes them (``d.qfrc_bias``, ``d.cdof``,
+    ``d.subtree_com``, the bodies' frames), with MuJoCo's algorithms and conventions.
+    """
     m = sim.mjx_model
     d = _empty_data(sim).replace(qpos=qpos, qvel=qvel)
-    d = kinematics.kinematics(m, d)
-    d = mjx.com_pos(m, d)
-    d = mjx.crb(m, d)
-    d = mjx.com_vel(m, d)
-    return mjx.rne(m, d)
+    d, mass = rigid.dynamics(m, rigid.com_pos(m, rigid.kinematics(m, d)))
+    return d, mass.astype(sim.dtype)
 
 
 def _empty_data(sim: Sim) -> mjx.Data:
@@ -419,7 +421,7 @@ def substep(sim: Sim, state: SimState, target: jax.Array):
     qpos, qvel = state.qpos, state.qvel
     dt = sim.config.dt
     act = np.asarray(sim.act_dof, int)
-    d = smooth_dynamics(sim, qpos, qvel)
+    d, mass = smooth_dynamics(sim, qpos, qvel)
     f_n, qfrc, dqfrc = contact_terms(sim, d, qvel)
     passive, dpassive = passive_force(sim, qvel)
     tau, dtau = pd_torque(sim, qpos, qvel, target)
@@ -431,7 +433,6 @@ def substep(sim: Sim, state: SimState, target: jax.Array):
         f_lim, k_lim = limit_force(sim, qpos)
         qfrc = qfrc.at[lim].add(f_lim)
         stiff = stiff.at[lim].add(k_lim)
-    mass = mjx.full_m(sim.mjx_model, d).astype(sim.dtype)
     # The limit springs are implicit in position too: f(q + dt qdot') ~ f + K dt (qdot + dt
     # qacc). Explicit, they are unstable (dt sqrt(K beta / 4 I) up to 8 at the G1's wrists
     # and ankles), in the forward step and, worse, in its gradient.
@@ -447,7 +448,7 @@ def substep(sim: Sim, state: SimState, target: jax.Array):
 def observe(sim: Sim, state: SimState, normal_force, normal_impulse) -> StepInfo:
     """StepInfo of a state (kinematics only) and the step's contact forces."""
     d = _empty_data(sim).replace(qpos=state.qpos, qvel=state.qvel)
-    d = kinematics.kinematics(sim.mjx_model, d)
+    d = rigid.kinematics(sim.mjx_model, d)
     centers = body_points(d, sim.sphere_body, sim.sphere_pos)
     depth, _, point = ct.sphere_depth(centers, sim.sphere_radius, sim.terrain)
     keys = body_points(d, sim.key_body, sim.key_pos) if sim.key_body \
@@ -492,7 +493,7 @@ def foot_frames(sim: Sim, qpos: jax.Array) -> Tuple[jax.Array, jax.Array, jax.Ar
     world angular velocity, from qvel.
     """
     d = _empty_data(sim).replace(qpos=qpos)
-    d = mjx.com_pos(sim.mjx_model, kinematics.kinematics(sim.mjx_model, d))
+    d = rigid.com_pos(sim.mjx_model, rigid.kinematics(sim.mjx_model, d))
     feet = np.asarray(sim.foot_body, int)
     pos = d.xpos[feet]
     lin = point_jacobians(sim, d, sim.foot_body, pos)                   # [F, nv, 3]

@@ -1,4 +1,4 @@
-"""Level-by-level kinematics against mjx.kinematics: every field, its derivative, its size."""
+"""The vectorised rigid-body tree against MJX: every field, its derivative, its traced size."""
 
 import jax
 import jax.numpy as jnp
@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from mujoco import mjx
 
-from bcg_ros.core import kinematics as kin
+from bcg_ros.core import rigid as kin
 from bcg_ros.robot import model as g1_model
 from sim_models import HOPPER_XML, TUMBLER_XML
 
@@ -81,19 +81,55 @@ def test_every_field_matches_mjx(name):
         np.testing.assert_allclose(a, b, atol=2e-6, err_msg=f'{name}: {f}')
 
 
+def _smooth(m, mm, qpos, qvel, ours: bool):
+    """Kinematics to bias forces and the dense mass matrix, by ``rigid`` or by MJX."""
+    d = mjx.make_data(mm, impl='jax').replace(qpos=qpos, qvel=qvel)
+    if ours:
+        return kin.dynamics(mm, kin.com_pos(mm, kin.kinematics(mm, d)))
+    d = mjx.com_pos(mm, mjx.kinematics(mm, d))
+    d = mjx.rne(mm, mjx.com_vel(mm, mjx.crb(mm, d)))
+    return d, mjx.full_m(mm, d)
+
+
 @pytest.mark.parametrize('name', ['g1', 'mixed'])
 def test_derivatives_match_mjx(name):
+    """What training differentiates: frames, bias forces and M, in qpos and qvel."""
     m = _models()[name]
     mm = mjx.put_model(m, impl='jax')
-    q0 = jnp.asarray(_random_qpos(m, np.random.default_rng(5)), jnp.float32)
+    rng = np.random.default_rng(5)
+    x0 = jnp.asarray(np.concatenate([_random_qpos(m, rng), rng.normal(size=m.nv)]),
+                     jnp.float32)
 
-    def frames(fn, q):
-        d = fn(mm, mjx.make_data(mm, impl='jax').replace(qpos=q))
-        return jnp.concatenate([d.xpos.ravel(), d.xmat.ravel(), d.xanchor.ravel()])
+    def outputs(x, ours):
+        d, mass = _smooth(m, mm, x[:m.nq], x[m.nq:], ours)
+        return jnp.concatenate([d.xpos.ravel(), d.xmat.ravel(), d.xanchor.ravel(),
+                                d.qfrc_bias, mass.ravel()])
 
-    ours = jax.jit(jax.jacfwd(lambda q: frames(kin.kinematics, q)))(q0)
-    theirs = jax.jit(jax.jacfwd(lambda q: frames(mjx.kinematics, q)))(q0)
-    np.testing.assert_allclose(np.asarray(ours), np.asarray(theirs), atol=2e-5)
+    ours, theirs = (np.asarray(jax.jit(jax.jacfwd(lambda x, o=o: outputs(x, o)))(x0))
+                    for o in (True, False))
+    scale = np.maximum(1.0, np.max(np.abs(theirs), axis=1, keepdims=True))
+    np.testing.assert_allclose(ours / scale, theirs / scale, atol=1e-5)
+
+
+@pytest.mark.parametrize('name', ['g1', 'tumbler', 'mixed'])
+def test_mass_matrix_and_bias_forces_match_mjx(name):
+    m = _models()[name]
+    mm = mjx.put_model(m, impl='jax')
+    rng = np.random.default_rng(7)
+    qpos = jnp.asarray(_random_qpos(m, rng), jnp.float32)
+    qvel = jnp.asarray(rng.normal(size=m.nv) * 2.0, jnp.float32)
+    (a, ma), (b, mb) = (jax.jit(lambda q, v, o=o: _smooth(m, mm, q, v, o))(qpos, qvel)
+                        for o in (True, False))
+    scale = float(np.max(np.abs(np.asarray(mb))))
+    np.testing.assert_allclose(np.asarray(ma), np.asarray(mb), atol=1e-6 * scale)
+    np.testing.assert_allclose(np.asarray(ma), np.asarray(ma).T, atol=1e-6 * scale)
+    for f in ('subtree_com', 'cdof', 'cvel', 'cdof_dot', 'qfrc_bias'):
+        x, y = np.asarray(getattr(a, f)), np.asarray(getattr(b, f))
+        np.testing.assert_allclose(x, y, atol=2e-6 * max(1.0, float(np.max(np.abs(y)))),
+                                   err_msg=f'{name}: {f}')
+    cinert = np.asarray(b._impl.cinert)
+    np.testing.assert_allclose(np.asarray(a._impl.cinert), cinert,
+                               atol=2e-6 * max(1.0, float(np.max(np.abs(cinert)))))
 
 
 def test_two_joints_on_one_body_go_to_mjx():
@@ -104,10 +140,11 @@ def test_two_joints_on_one_body_go_to_mjx():
                                   np.asarray(mjx.kinematics(mm, d).xpos))
 
 
-def test_g1_kinematics_traces_to_a_fraction_of_mjx():
+def test_g1_traces_to_a_fraction_of_mjx():
     """The point of the module: what JAX traces (and XLA compiles) per call."""
-    mm = mjx.put_model(g1_model.load().model, impl='jax')
-    d = mjx.make_data(mm, impl='jax')
-    ours = len(jax.make_jaxpr(kin.kinematics)(mm, d).eqns)
-    theirs = len(jax.make_jaxpr(mjx.kinematics)(mm, d).eqns)
+    m = g1_model.load().model
+    mm = mjx.put_model(m, impl='jax')
+    q, v = jnp.zeros(m.nq), jnp.zeros(m.nv)
+    ours, theirs = (len(jax.make_jaxpr(lambda q, v, o=o: _smooth(m, mm, q, v, o))(q, v).eqns)
+                    for o in (True, False))
     assert ours * 5 < theirs, (ours, theirs)
