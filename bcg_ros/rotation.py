@@ -62,19 +62,13 @@ def quat_to_6d(q: Array, xp: ModuleType = np) -> Array:
     return xp.concatenate([c0, c1], axis=-1)
 
 
-def quat_matrix(q: Array, xp: ModuleType = np) -> Array:
-    """Return the rotation matrices [..., 3, 3] of unit quaternions q [..., 4]."""
-    w, x, y, z = (q[..., i] for i in range(4))
-    rows = [[1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)],
-            [2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)],
-            [2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)]]
-    return xp.stack([xp.stack(r, axis=-1) for r in rows], axis=-2)
-
-
 def quat_to_matrix(quat: Array) -> np.ndarray:
     """Return the 3x3 rotation matrix of one quaternion, normalised first (float64)."""
-    q = np.asarray(quat, dtype=np.float64)
-    return quat_matrix(q / np.linalg.norm(q))
+    w, x, y, z = np.asarray(quat, dtype=np.float64) / np.linalg.norm(quat)
+    return np.array([
+        [1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)],
+        [2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)],
+        [2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)]])
 
 
 def quat_to_rpy(q: Array) -> Tuple[float, float, float]:

@@ -132,9 +132,9 @@ def _apply(mat: jax.Array, v: jax.Array) -> jax.Array:
     return jnp.einsum('...ab,...b->...a', mat, v)
 
 
-def _local_to_global(pos, quat, local_pos, local_quat):
+def _local_to_global(pos, quat, mat, local_pos, local_quat):
     """World position and rotation matrix of frames given in their bodies' frames."""
-    return pos + _apply(_qmat(quat), local_pos), _qmat(_qmul(quat, local_quat))
+    return pos + _apply(mat, local_pos), _qmat(_qmul(quat, local_quat))
 
 
 def kinematics(m: mjx.Model, d: mjx.Data) -> mjx.Data:
@@ -153,6 +153,7 @@ def kinematics(m: mjx.Model, d: mjx.Data) -> mjx.Data:
         parent_mat = _take(mat_levels[-1], slot)
         pos = _take(pos_levels[-1], slot) + _apply(parent_mat, _take(m.body_pos, lv.bodies))
         quat = _qmul(_take(quat_levels[-1], slot), _take(m.body_quat, lv.bodies))
+        mat = None                                   # this level's rotations, once known
         if lv.hinge.size:
             h, j = lv.hinge, lv.hinge_jnt
             hq, jpos, jaxis = _take(quat, h), _take(m.jnt_pos, j), _take(m.jnt_axis, j)
@@ -164,9 +165,10 @@ def kinematics(m: mjx.Model, d: mjx.Data) -> mjx.Data:
             half = 0.5 * (_take(qpos, qadr[j]) - _take(m.qpos0, qadr[j]))
             local = jnp.concatenate([jnp.cos(half)[:, None], jaxis * jnp.sin(half)[:, None]], -1)
             hq = _qmul(hq, local)
-            hpos = anchor - _apply(_qmat(hq), jpos)
+            hmat = _qmat(hq)
+            hpos = anchor - _apply(hmat, jpos)
             if np.array_equal(h, np.arange(len(lv.bodies))):    # the usual: all hinged
-                pos, quat = hpos, hq
+                pos, quat, mat = hpos, hq, hmat
             else:
                 pos, quat = pos.at[h].set(hpos), quat.at[h].set(hq)
         if lv.slide.size:
@@ -183,13 +185,13 @@ def kinematics(m: mjx.Model, d: mjx.Data) -> mjx.Data:
             fq = qpos[a + 3:a + 7]
             fq = fq / jnp.linalg.norm(fq)
             qpos = qpos.at[a + 3:a + 7].set(fq)
-            pos, quat = pos.at[f].set(qpos[a:a + 3]), quat.at[f].set(fq)
+            pos, quat, mat = pos.at[f].set(qpos[a:a + 3]), quat.at[f].set(fq), None
             joints.append(np.array([j]))
             anchors.append(qpos[None, a:a + 3])
             axes.append(jnp.asarray([[0.0, 0.0, 1.0]], dtype))
         pos_levels.append(pos)
         quat_levels.append(quat)
-        mat_levels.append(_qmat(quat))
+        mat_levels.append(_qmat(quat) if mat is None else mat)
     order = np.argsort(np.concatenate([[0]] + [lv.bodies for lv in levels]))
     xpos = _take(jnp.concatenate(pos_levels), order)
     xquat = _take(jnp.concatenate(quat_levels), order)
@@ -200,16 +202,18 @@ def kinematics(m: mjx.Model, d: mjx.Data) -> mjx.Data:
         xaxis = _take(jnp.concatenate(axes), jorder)
     else:
         xanchor = xaxis = jnp.zeros((0, 3), dtype)
-    xipos, ximat = _local_to_global(xpos, xquat, m.body_ipos, m.body_iquat)
+    xipos, ximat = _local_to_global(xpos, xquat, xmat, m.body_ipos, m.body_iquat)
     d = d.replace(qpos=qpos, xanchor=xanchor, xaxis=xaxis, xpos=xpos, xquat=xquat,
                   xmat=xmat, xipos=xipos, ximat=ximat)
     if m.ngeom:
         g = np.asarray(m.geom_bodyid)
-        gpos, gmat = _local_to_global(_take(xpos, g), _take(xquat, g), m.geom_pos, m.geom_quat)
+        gpos, gmat = _local_to_global(_take(xpos, g), _take(xquat, g), _take(xmat, g),
+                                      m.geom_pos, m.geom_quat)
         d = d.replace(geom_xpos=gpos, geom_xmat=gmat)
     if m.nsite:
         s = np.asarray(m.site_bodyid)
-        spos, smat = _local_to_global(_take(xpos, s), _take(xquat, s), m.site_pos, m.site_quat)
+        spos, smat = _local_to_global(_take(xpos, s), _take(xquat, s), _take(xmat, s),
+                                      m.site_pos, m.site_quat)
         d = d.replace(site_xpos=spos, site_xmat=smat)
     return d
 
@@ -261,7 +265,6 @@ def _tree(m: mjx.Model) -> _Tree:
     upper = (strict | (same & (np.arange(m.nv)[:, None] <= np.arange(m.nv)[None, :])))
     free_rot = (types == _FREE) & (k >= 3)
     before = strict.T | (same & free_rot[:, None] & (lin_axis[None, :] > 0))
-    before[:, dof_body == 0] = False
     return _Tree(dof_body, dof_jnt, rot_axis, lin_axis, ancestor, subtree, upper, before)
 
 
