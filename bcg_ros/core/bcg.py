@@ -188,11 +188,7 @@ def perturb_feet(sim: simulator.Sim, cfg: BCGConfig, state: simulator.SimState,
     """
     chains = leg_chains(sim)
     eye = cfg.damping * jnp.eye(6, dtype=sim.dtype)
-    pos0, rot0, jac0 = simulator.foot_frames(sim, state.qpos)
-    vel_target = jnp.einsum('fkn,n->fk', jac0, state.qvel)
-    vel_target = vel_target.at[:, :3].add(dv)
-    pos_target = pos0 + dp
-    qpos, jac, pos, rot = state.qpos, jac0, pos0, rot0
+    nfeet = len(sim.foot_body)
 
     def solve(j, rhs):                                               # damped least squares
         return j.T @ jnp.linalg.solve(j @ j.T + eye, rhs)
@@ -203,15 +199,29 @@ def perturb_feet(sim: simulator.Sim, cfg: BCGConfig, state: simulator.SimState,
                 x = fn(f, np.asarray(dofs), np.asarray(adrs), x)
         return x
 
-    for it in range(iterations):
-        err = jnp.concatenate([pos_target - pos, _rotation_error(rot0, rot)], axis=-1)
+    # One traced foot_frames for all iterations: pass 0 also sets the targets (the
+    # foot frames at the unperturbed state), the last pass only gives the final Jacobian.
+    def gauss_newton(carry, i):
+        qpos, pos_target, rot_target, vel_target, _ = carry
+        pos, rot, jac = simulator.foot_frames(sim, qpos)
+        first = i == 0
+        pos_target = jnp.where(first, pos + dp, pos_target)
+        rot_target = jnp.where(first, rot, rot_target)
+        vel = jnp.einsum('fkn,n->fk', jac, state.qvel).at[:, :3].add(dv)
+        vel_target = jnp.where(first, vel, vel_target)
+        err = jnp.concatenate([pos_target - pos, _rotation_error(rot_target, rot)], axis=-1)
 
         def move(f, dofs, adrs, q):
             step = solve(jac[f][:, dofs], err[f])
-            return q.at[adrs].add(jnp.where(moving[f], step, 0.0))
+            return q.at[adrs].add(jnp.where(moving[f] & (i < iterations), step, 0.0))
 
-        qpos = legs(move, qpos)
-        pos, rot, jac = simulator.foot_frames(sim, qpos)
+        return (legs(move, qpos), pos_target, rot_target, vel_target, jac), None
+
+    zeros = jnp.zeros((nfeet, 3), sim.dtype)
+    init = (state.qpos, zeros, jnp.zeros((nfeet, 3, 3), sim.dtype),
+            jnp.zeros((nfeet, 6), sim.dtype), jnp.zeros((nfeet, 6, sim.nv), sim.dtype))
+    passes = jnp.arange(iterations + 1)
+    (qpos, _, _, vel_target, jac), _ = jax.lax.scan(gauss_newton, init, passes)
 
     def speed(f, dofs, adrs, v):
         step = solve(jac[f][:, dofs], vel_target[f] - jac[f] @ state.qvel)

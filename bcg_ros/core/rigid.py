@@ -1,5 +1,5 @@
 """
-The rigid-body tree, vectorised: kinematics level by level, dynamics as masked sums.
+The rigid-body tree, vectorised: kinematics by pointer doubling, dynamics as masked sums.
 
 Drop-ins for MJX's smooth pipeline (same ``mjx.Data`` fields, MuJoCo's conventions:
 motion vectors ``[angular, linear]`` in the world frame at the root's subtree centre of
@@ -11,14 +11,16 @@ small operations, traced again wherever the simulator needs it (the plain step, 
 branches, the foot Jacobians, each under ``jax.grad``). Here the traced size does not
 grow with the number of bodies.
 
-:func:`kinematics` places all bodies of one depth at once from the level above. A body
-``b`` with parent ``p`` and joint ``j``::
+:func:`kinematics` gives every body its transform in its parent's frame at once
+(its offset, then its joint), then composes along the tree by pointer doubling: each
+round composes a body's transform with that of its ancestor 2^k levels up, so a tree
+of depth D takes ceil(log2 D) rounds (the G1's 12 levels: 4) and no per-level code::
 
-    pos, quat = xpos[p] + R(xquat[p]) body_pos[b], xquat[p] * body_quat[b]
-    hinge:  anchor = pos + R(quat) jnt_pos[j];  quat <- quat * (axis-angle of q - q0)
-            pos = anchor - R(quat) jnt_pos[j]
-    slide:  pos <- pos + R(quat) jnt_axis[j] (q - q0)
-    free:   pos, quat = qpos[a:a + 3], qpos[a + 3:a + 7] / |.|
+    local:  hinge  quat = body_quat * (axis-angle of q - q0)
+                   pos  = body_pos + R(body_quat) (jnt_pos - R(axis-angle) jnt_pos)
+            slide  pos  = body_pos + R(body_quat) jnt_axis (q - q0)
+            free   pos, quat = qpos[a:a + 3], qpos[a + 3:a + 7] / |.|
+    round:  pos, quat <- pos[up] + R(quat[up]) pos, quat[up] * quat;  up <- up[up]
 
 :func:`com_pos` and :func:`dynamics` are MuJoCo's composite-rigid-body and
 recursive Newton-Euler algorithms with every recursion written as a sum over a
@@ -27,7 +29,7 @@ predecessors): a tree of 31 bodies and 35 dofs is a few matrix products.
 """
 
 from dataclasses import dataclass
-from typing import List, Tuple
+from typing import Tuple
 
 import jax
 import jax.numpy as jnp
@@ -39,23 +41,6 @@ from bcg_ros import rotation
 _FREE, _BALL, _SLIDE, _HINGE = 0, 1, 2, 3
 
 
-@dataclass(frozen=True)
-class _Level:
-    """The bodies of one tree depth, grouped by joint type (indices into model arrays)."""
-
-    bodies: np.ndarray
-    """Body ids of this level, in the order of this level's arrays."""
-    parent_slot: np.ndarray
-    """Each body's parent, as a position in the previous level's arrays."""
-    hinge: np.ndarray
-    """Positions (in this level) of the hinged bodies; ``hinge_jnt`` their joints."""
-    hinge_jnt: np.ndarray
-    slide: np.ndarray
-    slide_jnt: np.ndarray
-    free: np.ndarray
-    free_jnt: np.ndarray
-
-
 def supported(m: mjx.Model) -> bool:
     """Whether :func:`kinematics` computes this model itself (else it calls MJX's)."""
     types = np.asarray(m.jnt_type)
@@ -63,26 +48,21 @@ def supported(m: mjx.Model) -> bool:
             and not np.any(types == _BALL))
 
 
-def _levels(m: mjx.Model) -> Tuple[_Level, ...]:
-    """The tree's levels below the world body, from the model's static topology."""
-    parent = np.asarray(m.body_parentid)
-    depth = np.zeros(m.nbody, int)
-    for b in range(1, m.nbody):                     # MuJoCo orders parents first
-        depth[b] = depth[parent[b]] + 1
-    slots = {0: 0}
-    levels: List[_Level] = []
-    types = np.asarray(m.jnt_type)
-    for d in range(1, int(depth.max(initial=0)) + 1):
-        bodies = np.flatnonzero(depth == d)
-        jnt = np.where(np.asarray(m.body_jntnum)[bodies] > 0,
-                       np.asarray(m.body_jntadr)[bodies], -1)
-        jtype = np.where(jnt >= 0, types[np.maximum(jnt, 0)], -1)
-        groups = {t: np.flatnonzero(jtype == t) for t in (_HINGE, _SLIDE, _FREE)}
-        levels.append(_Level(bodies, np.array([slots[p] for p in parent[bodies]], int),
-                             groups[_HINGE], jnt[groups[_HINGE]], groups[_SLIDE],
-                             jnt[groups[_SLIDE]], groups[_FREE], jnt[groups[_FREE]]))
-        slots = {int(b): i for i, b in enumerate(bodies)}
-    return tuple(levels)
+def _jumps(m: mjx.Model) -> Tuple[np.ndarray, ...]:
+    """
+    The ancestor maps of pointer doubling: ``parent``, then ``a[a]`` while it changes.
+
+    Map ``k`` sends each body to its ancestor 2^k levels up (the world body maps to
+    itself). Composing each body's transform with that of its map-k ancestor, for
+    k = 0, 1, ..., gives every body its world transform in ceil(log2(depth)) rounds.
+    """
+    jump = np.asarray(m.body_parentid, int).copy()
+    jump[0] = 0
+    jumps = []
+    while np.any(jump != 0):
+        jumps.append(jump)
+        jump = jump[jump]
+    return tuple(jumps)
 
 
 def _structure_constants() -> Tuple[np.ndarray, np.ndarray]:
@@ -138,68 +118,56 @@ def _local_to_global(pos, quat, mat, local_pos, local_quat):
 
 
 def kinematics(m: mjx.Model, d: mjx.Data) -> mjx.Data:
-    """``mjx.kinematics(m, d)``, computed level by level (see the module docstring)."""
+    """``mjx.kinematics(m, d)``, by pointer doubling (see the module docstring)."""
     if not supported(m):
         return mjx.kinematics(m, d)
     qpos, dtype = d.qpos, d.qpos.dtype
+    nbody = m.nbody
+    jtype = np.asarray(m.jnt_type)
     qadr = np.asarray(m.jnt_qposadr)
-    joints, anchors, axes = [], [], []              # per level, assembled at the end
-    pos_levels = [jnp.zeros((1, 3), dtype)]
-    quat_levels = [jnp.asarray([[1.0, 0.0, 0.0, 0.0]], dtype)]
-    mat_levels = [jnp.eye(3, dtype=dtype)[None]]
-    levels = _levels(m)
-    for lv in levels:
-        slot = lv.parent_slot
-        parent_mat = _take(mat_levels[-1], slot)
-        pos = _take(pos_levels[-1], slot) + _apply(parent_mat, _take(m.body_pos, lv.bodies))
-        quat = _qmul(_take(quat_levels[-1], slot), _take(m.body_quat, lv.bodies))
-        mat = None                                   # this level's rotations, once known
-        if lv.hinge.size:
-            h, j = lv.hinge, lv.hinge_jnt
-            hq, jpos, jaxis = _take(quat, h), _take(m.jnt_pos, j), _take(m.jnt_axis, j)
-            hmat = _qmat(hq)
-            anchor = _take(pos, h) + _apply(hmat, jpos)
-            joints.append(j)
-            anchors.append(anchor)
-            axes.append(_apply(hmat, jaxis))
-            half = 0.5 * (_take(qpos, qadr[j]) - _take(m.qpos0, qadr[j]))
-            local = jnp.concatenate([jnp.cos(half)[:, None], jaxis * jnp.sin(half)[:, None]], -1)
-            hq = _qmul(hq, local)
-            hmat = _qmat(hq)
-            hpos = anchor - _apply(hmat, jpos)
-            if np.array_equal(h, np.arange(len(lv.bodies))):    # the usual: all hinged
-                pos, quat, mat = hpos, hq, hmat
-            else:
-                pos, quat = pos.at[h].set(hpos), quat.at[h].set(hq)
-        if lv.slide.size:
-            s, j = lv.slide, lv.slide_jnt
-            smat = _qmat(_take(quat, s))
-            axis = _apply(smat, _take(m.jnt_axis, j))
-            joints.append(j)
-            anchors.append(_take(pos, s) + _apply(smat, _take(m.jnt_pos, j)))
-            axes.append(axis)
-            shift = _take(qpos, qadr[j]) - _take(m.qpos0, qadr[j])
-            pos = pos.at[s].add(axis * shift[:, None])
-        for f, j in zip(lv.free, lv.free_jnt):
-            a = int(qadr[j])
-            fq = qpos[a + 3:a + 7]
-            fq = fq / jnp.linalg.norm(fq)
-            qpos = qpos.at[a + 3:a + 7].set(fq)
-            pos, quat, mat = pos.at[f].set(qpos[a:a + 3]), quat.at[f].set(fq), None
-            joints.append(np.array([j]))
-            anchors.append(qpos[None, a:a + 3])
-            axes.append(jnp.asarray([[0.0, 0.0, 1.0]], dtype))
-        pos_levels.append(pos)
-        quat_levels.append(quat)
-        mat_levels.append(_qmat(quat) if mat is None else mat)
-    order = np.argsort(np.concatenate([[0]] + [lv.bodies for lv in levels]))
-    xpos = _take(jnp.concatenate(pos_levels), order)
-    xquat = _take(jnp.concatenate(quat_levels), order)
-    xmat = _take(jnp.concatenate(mat_levels), order)
-    if joints:
-        jorder = np.argsort(np.concatenate(joints))
-        xanchor = _take(jnp.concatenate(anchors), jorder)
-        xaxis = _take(jnp.concatenate(axes), jorder)
+    jbody = np.asarray(m.jnt_bodyid)
+    hinge = np.flatnonzero(jtype == _HINGE)
+    slide = np.flatnonzero(jtype == _SLIDE)
+    # Each body's transform in its parent's frame: the body's offset, then its joint.
+    joint_quat = jnp.zeros((nbody, 4), dtype).at[:, 0].set(1.0)
+    joint_pos = jnp.zeros((nbody, 3), dtype)
+    shift = jnp.zeros((m.njnt,), dtype)
+    if hinge.size:
+        jpos, jaxis = _take(m.jnt_pos, hinge), _take(m.jnt_axis, hinge)
+        half = 0.5 * (_take(qpos, qadr[hinge]) - _take(m.qpos0, qadr[hinge]))
+        turn = jnp.concatenate([jnp.cos(half)[:, None], jaxis * jnp.sin(half)[:, None]], -1)
+        joint_quat = joint_quat.at[jbody[hinge]].set(turn)
+        # A hinge turns the body about the axis through its anchor.
+        joint_pos = joint_pos.at[jbody[hinge]].set(jpos - _apply(_qmat(turn), jpos))
+    if slide.size:
+        shift = shift.at[slide].set(_take(qpos, qadr[slide]) - _take(m.qpos0, qadr[slide]))
+        joint_pos = joint_pos.at[jbody[slide]].set(
+            _take(m.jnt_axis, slide) * _take(shift, slide)[:, None])
+    pos = m.body_pos + _apply(_qmat(m.body_quat), joint_pos)
+    quat = _qmul(m.body_quat, joint_quat)
+    # A free joint's body (a child of the world) is placed by qpos itself.
+    for j in np.flatnonzero(jtype == _FREE):
+        a, b = int(qadr[j]), int(jbody[j])
+        fq = qpos[a + 3:a + 7] / jnp.linalg.norm(qpos[a + 3:a + 7])
+        qpos = qpos.at[a + 3:a + 7].set(fq)
+        pos, quat = pos.at[b].set(qpos[a:a + 3]), quat.at[b].set(fq)
+    pos = pos.at[0].set(0.0)
+    quat = quat.at[0].set(jnp.asarray([1.0, 0.0, 0.0, 0.0], dtype))
+    # Each round: the transform from a body's map-k ancestor becomes one from twice as far.
+    for jump in _jumps(m):
+        up_pos, up_quat = _take(pos, jump), _take(quat, jump)
+        pos = up_pos + _apply(_qmat(up_quat), pos)
+        quat = _qmul(up_quat, quat)
+    xpos, xquat, xmat = pos, quat, _qmat(quat)
+    if m.njnt:
+        jmat = _take(xmat, jbody)
+        xaxis = _apply(jmat, m.jnt_axis)
+        # MuJoCo's anchor of a slide is where the body was before it slid.
+        xanchor = (_take(xpos, jbody) + _apply(jmat, m.jnt_pos)
+                   - xaxis * shift[:, None])
+        free = jnp.asarray((jtype == _FREE)[:, None])
+        xanchor = jnp.where(free, _take(xpos, jbody), xanchor)
+        xaxis = jnp.where(free, jnp.asarray([0.0, 0.0, 1.0], dtype), xaxis)
     else:
         xanchor = xaxis = jnp.zeros((0, 3), dtype)
     xipos, ximat = _local_to_global(xpos, xquat, xmat, m.body_ipos, m.body_iquat)
