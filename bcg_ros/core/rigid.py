@@ -160,13 +160,12 @@ def kinematics(m: mjx.Model, d: mjx.Data) -> mjx.Data:
         quat = _qmul(up_quat, quat)
     xpos, xquat, xmat = pos, quat, _qmat(quat)
     if m.njnt:
-        jmat = _take(xmat, jbody)
+        jmat, jxpos = _take(xmat, jbody), _take(xpos, jbody)
         xaxis = _apply(jmat, m.jnt_axis)
         # MuJoCo's anchor of a slide is where the body was before it slid.
-        xanchor = (_take(xpos, jbody) + _apply(jmat, m.jnt_pos)
-                   - xaxis * shift[:, None])
+        xanchor = jxpos + _apply(jmat, m.jnt_pos) - xaxis * shift[:, None]
         free = jnp.asarray((jtype == _FREE)[:, None])
-        xanchor = jnp.where(free, _take(xpos, jbody), xanchor)
+        xanchor = jnp.where(free, jxpos, xanchor)
         xaxis = jnp.where(free, jnp.asarray([0.0, 0.0, 1.0], dtype), xaxis)
     else:
         xanchor = xaxis = jnp.zeros((0, 3), dtype)
