@@ -1,5 +1,6 @@
 """Checkpoints: atomic writes, mismatch errors, and kill-and-resume of bcg-train."""
 
+import dataclasses
 import json
 import os
 import pathlib
@@ -7,6 +8,7 @@ import subprocess
 import sys
 import time
 
+import jax
 import numpy as np
 import pytest
 
@@ -56,6 +58,40 @@ def test_load_into_another_structure_names_the_file_and_leaf(tmp_path):
         checkpoint.load(path, {'a': np.zeros(4, np.float32)})
     with pytest.raises(checkpoint.CheckpointError, match='arrays'):
         checkpoint.load(path, {'a': np.zeros(3, np.float32), 'b': np.zeros(1)})
+
+
+@jax.tree_util.register_dataclass
+@dataclasses.dataclass(frozen=True)
+class _Learner:
+    net: dict
+    env_state: tuple
+    iteration: np.ndarray
+
+
+def _learner(env_leaves: int, fill: float) -> _Learner:
+    return _Learner({'w': np.full((2, 3), fill, np.float32)},
+                    tuple(np.full(4, fill, np.float32) for _ in range(env_leaves)),
+                    np.asarray(fill, np.int32))
+
+
+def test_transient_field_of_another_layout_starts_from_the_template(tmp_path):
+    path = checkpoint.save(tmp_path / 'c.npz', _learner(2, 7.0), {'iteration': 7})
+    # An env state with one more array: the rest comes from the file, the env state
+    # from the template.
+    loaded, meta = checkpoint.load(path, _learner(3, 0.0), transient=('env_state',))
+    assert meta['fresh'] == ['env_state']
+    np.testing.assert_array_equal(loaded.net['w'], 7.0)
+    assert int(loaded.iteration) == 7
+    assert len(loaded.env_state) == 3 and all(np.all(x == 0.0) for x in loaded.env_state)
+    # The same layout loads whole, the env state included.
+    whole, meta = checkpoint.load(path, _learner(2, 0.0), transient=('env_state',))
+    assert meta['fresh'] == [] and np.all(whole.env_state[1] == 7.0)
+    # Without the field named transient, or with fewer arrays than the rest needs, it fails.
+    with pytest.raises(checkpoint.CheckpointError, match='arrays'):
+        checkpoint.load(path, _learner(3, 0.0))
+    small = checkpoint.save(tmp_path / 's.npz', {'w': np.zeros(1, np.float32)}, {})
+    with pytest.raises(checkpoint.CheckpointError, match=r's\.npz: 1 arrays'):
+        checkpoint.load(small, _learner(3, 0.0), transient=('env_state',))
 
 
 def test_kill_and_resume_continues_exactly(tmp_path):

@@ -195,3 +195,23 @@ def test_observed_base_velocity_is_the_simulators_with_its_noise():
     seen = np.asarray(e.observe(st))[:, -3:] / c.obs_terms[-1].scale
     err = seen - truth
     assert 0.15 < err.std() < 0.25 and abs(err.mean()) < 0.06, (err.std(), err.mean())
+
+
+def test_observed_base_velocity_bias_is_drawn_per_episode_and_held():
+    cfg = G1EnvConfig(num_envs=64, motion='run', bcg=bcg_mod.BCGConfig(enabled=False),
+                      observe_base_velocity=True, base_velocity_noise=0.0,
+                      base_velocity_bias=0.2)
+    e = G1Env(cfg)
+    st = jax.jit(e.reset)(jax.random.PRNGKey(4))
+    qpos, qvel = np.asarray(st.bcg.sim.qpos), np.asarray(st.bcg.sim.qvel)
+    truth = rotation.quat_rotate_inverse(qpos[:, 3:7], qvel[:, 0:3])
+    err = np.asarray(e.observe(st))[:, -3:] / e.contract().obs_terms[-1].scale - truth
+    bias = np.asarray(st.dr.velocity_bias)
+    np.testing.assert_allclose(err, bias, atol=1e-5)
+    assert 0.15 < bias.std() < 0.25, bias.std()
+    # Every later step of the episode sees the same offset: only the white part is drawn.
+    for k in range(3):
+        np.testing.assert_array_equal(
+            np.asarray(e._velocity_noise(jax.random.PRNGKey(k), st.dr)), bias)
+    off = G1Env(dataclasses.replace(cfg, dr=dataclasses.replace(cfg.dr, enabled=False)))
+    assert not np.any(np.asarray(jax.jit(off.reset)(jax.random.PRNGKey(4)).dr.velocity_bias))

@@ -236,7 +236,7 @@ def _training_setup(paths, envs: int):
         raise ConfigError(f'{paths[0]}: a SHAC run on the G1 is needed, not '
                           f'{cfg.run.algo} on {cfg.run.env}')
     template = shac.init(cfg.shac, cfg.add, make_env(cfg), jax.random.PRNGKey(0))
-    states = [checkpoint.load(p, template) for p in paths]
+    states = [checkpoint.load(p, template, transient=('env_state',)) for p in paths]
     big = make_config(None, None, {**items, 'g1.num_envs': envs})
     return cfg, big, make_env(big), states
 

@@ -132,6 +132,10 @@ class G1EnvConfig:
     base_velocity_noise: float = 0.1
     """Std of the Gaussian noise on the observed base velocity [m/s] per axis and step
     (the estimator's error, ``bcg-bench estimator``, is of this order)."""
+    base_velocity_bias: float = 0.0
+    """Std of a Gaussian offset of the observed base velocity [m/s] per axis, drawn per
+    episode and held through it (with domain randomisation on): the estimator's error
+    repeats stride after stride, which white noise of the same size does not teach."""
     imitation: ImitationRewardConfig = field(default_factory=ImitationRewardConfig)
     """Dense tracking reward terms beside ADD."""
     privileged_critic: bool = False
@@ -174,6 +178,8 @@ class DomainParams:
     gain_scale: jax.Array
     latency: jax.Array
     """1.0: actions are applied one control step late."""
+    velocity_bias: jax.Array
+    """``[3]`` offset of the observed base velocity (``base_velocity_bias``)."""
 
 
 @jax.tree_util.register_dataclass
@@ -264,11 +270,12 @@ class G1Env:
                                     self._robot_obs(qpos, qvel, last_action, vel_noise),
                                     self._ref_obs(frame), xp=jnp)
 
-    def _velocity_noise(self, key, dtype):
+    def _velocity_noise(self, key, dr: DomainParams):
         """Return ``[B, 3]`` errors of the observed base velocity for one step."""
+        dtype = dr.velocity_bias.dtype
         if not self.config.observe_base_velocity:
             return jnp.zeros((self.num_envs, 3), dtype)
-        return self.config.base_velocity_noise * jax.random.normal(
+        return dr.velocity_bias + self.config.base_velocity_noise * jax.random.normal(
             key, (self.num_envs, 3), dtype)
 
     def _features(self, qpos, qvel, key_points):
@@ -320,7 +327,7 @@ class G1Env:
         if not c.enabled:
             return DomainParams(jnp.full((n,), self.config.sim.contact.friction, dt),
                                 jnp.zeros((n,), dt), jnp.zeros((n, 3), dt), jnp.ones((n,), dt),
-                                jnp.zeros((n,), dt))
+                                jnp.zeros((n,), dt), jnp.zeros((n, 3), dt))
         k = jax.random.split(key, 5)
 
         def u(key, rng, shape=(n,)):
@@ -329,7 +336,9 @@ class G1Env:
         return DomainParams(u(k[0], c.friction_range), u(k[1], c.base_mass_range),
                             u(k[2], (-c.com_offset, c.com_offset), (n, 3)),
                             u(k[3], c.gain_scale_range),
-                            jax.random.bernoulli(k[4], c.latency_prob, (n,)).astype(dt))
+                            jax.random.bernoulli(k[4], c.latency_prob, (n,)).astype(dt),
+                            self.config.base_velocity_bias * jax.random.normal(
+                                jax.random.fold_in(key, 5), (n, 3), dt))
 
     def _fresh(self, key) -> G1State:
         """Return ``num_envs`` new episodes at (random) reference frames."""
@@ -347,11 +356,11 @@ class G1Env:
         qpos = qpos.at[:, self.qpos_adr].add(noise)
         sim_state = simulator.SimState(qpos, qvel)
         zeros = jnp.zeros((n, self.action_size), qpos.dtype)
-        frames = jax.vmap(self._frame)(qpos, qvel, zeros, frame,
-                                       self._velocity_noise(k_vel, qpos.dtype))
+        dr = self._domain(k_dr, n)
+        frames = jax.vmap(self._frame)(qpos, qvel, zeros, frame, self._velocity_noise(k_vel, dr))
         history = jax.vmap(lambda f: ct.init_history(self._contract, f, jnp))(frames)
         return G1State(bcg_mod.init_batch(self.sim, c.bcg, sim_state), jnp.zeros((n,), jnp.int32),
-                       frame.astype(jnp.int32), zeros, history, self._domain(k_dr, n))
+                       frame.astype(jnp.int32), zeros, history, dr)
 
     def reset(self, key) -> G1State:
         """Return the batched state of ``num_envs`` fresh episodes."""
@@ -437,7 +446,7 @@ class G1Env:
         truncated = (1.0 - terminated) * ended.astype(qpos.dtype)
         done = jnp.maximum(terminated, truncated)
         frames = jax.vmap(self._frame)(qpos, qvel, action, frame,
-                                       self._velocity_noise(k_vel, qpos.dtype))
+                                       self._velocity_noise(k_vel, s.dr))
         history = jax.vmap(lambda h, f: ct.push_history(h, f, jnp))(s.history, frames)
         nxt = G1State(b, t, frame, action, history, s.dr)
         terminal_obs = self.observe(nxt)

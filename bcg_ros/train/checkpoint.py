@@ -16,11 +16,12 @@ moment leaves either the previous checkpoint or the new one, never half of one.
 the start, curves.png, summary.json, policy.onnx).
 """
 
+import dataclasses
 import json
 import os
 import pathlib
 import tempfile
-from typing import Any, Dict, Tuple
+from typing import Any, Dict, Sequence, Tuple
 
 import jax
 import numpy as np
@@ -75,21 +76,61 @@ def read_meta(path) -> Dict:
         raise CheckpointError(f'{path}: not a bcg_ros checkpoint ({exc})') from exc
 
 
-def load(path, template: Any) -> Tuple[Any, Dict]:
-    """Return ``(state, meta)``: the arrays of ``path`` in the tree structure of ``template``."""
+def load(path, template: Any, transient: Sequence[str] = ()) -> Tuple[Any, Dict]:
+    """
+    Return ``(state, meta)``: the arrays of ``path`` in the tree structure of ``template``.
+
+    ``transient``: fields of the top-level dataclass ``template`` that may be taken from
+    the template instead (one at most may differ in its number of arrays): a checkpoint
+    whose environments' state has another layout (a version that randomises one more
+    thing) still gives its networks and optimisers, and its episodes start afresh.
+    ``meta['fresh']`` lists the fields so taken.
+    """
     path = pathlib.Path(path)
     meta = read_meta(path)
     t_leaves, treedef = jax.tree.flatten(template)
-    if meta.get('num_leaves') != len(t_leaves):
-        raise CheckpointError(f'{path}: {meta.get("num_leaves")} arrays, the configured '
-                              f'learner has {len(t_leaves)} (another configuration?)')
+    spans = _field_spans(template, transient)
+    stored = meta.get('num_leaves')
+    lo = hi = len(t_leaves)     # the leaves taken from the template: none
+    fresh = []
+    if stored != len(t_leaves):
+        # Only one field's count is unknown; the file must hold all the others.
+        held = len(t_leaves) - sum(b - a for a, b in spans.values())
+        if len(spans) != 1 or not isinstance(stored, int) or stored < held:
+            raise CheckpointError(f'{path}: {stored} arrays, the configured '
+                                  f'learner has {len(t_leaves)} (another configuration?)')
+        (name, (lo, hi)), = spans.items()
+        fresh = [name]
+        shift = stored - len(t_leaves)
+    else:
+        shift = 0
     leaves = []
     with np.load(path) as z:
         for i, t in enumerate(t_leaves):
-            x = z[f'leaf_{i:05d}']
+            if lo <= i < hi:
+                leaves.append(np.asarray(t))
+                continue
+            j = i + shift if i >= hi else i
+            x = z[f'leaf_{j:05d}']
             if x.shape != np.shape(t) or x.dtype != np.asarray(t).dtype:
                 raise CheckpointError(
-                    f'{path}: leaf_{i:05d} is {x.dtype}{list(x.shape)}, the configured '
+                    f'{path}: leaf_{j:05d} is {x.dtype}{list(x.shape)}, the configured '
                     f'learner expects {np.asarray(t).dtype}{list(np.shape(t))}')
             leaves.append(x)
-    return jax.tree.unflatten(treedef, leaves), meta
+    return jax.tree.unflatten(treedef, leaves), dict(meta, fresh=fresh)
+
+
+def _field_spans(template: Any, names: Sequence[str]) -> Dict[str, Tuple[int, int]]:
+    """Return each named field's ``[first, end)`` range in ``template``'s flat leaves."""
+    if not names:
+        return {}
+    spans, start = {}, 0
+    for f in dataclasses.fields(template):
+        n = len(jax.tree.leaves(getattr(template, f.name)))
+        if f.name in names:
+            spans[f.name] = (start, start + n)
+        start += n
+    missing = set(names) - set(spans)
+    if missing:
+        raise ValueError(f'{type(template).__name__} has no field {", ".join(sorted(missing))}')
+    return spans

@@ -32,7 +32,7 @@ CHECKPOINT = 'checkpoint.npz'
 RESUMABLE_CHANGES = ('run.iterations', 'run.max_minutes', 'run.progress_bar', 'run.evaluate',
                      'run.export', 'run.tensorboard', 'run.eval_runs', 'run.checkpoint_every',
                      'run.curves_every', 'run.keep_checkpoints', 'g1.bcg.max_bundled',
-                     'g1.base_velocity_noise')
+                     'g1.base_velocity_noise', 'g1.base_velocity_bias')
 """Fields a resumed run may change: how long it runs, how it reports, where BCG's branch
 work runs (``g1.bcg.max_bundled`` changes the gradient only for a bundle dropped for want of
 a slot, which the history counts), and how noisy the observed base velocity is (a policy
@@ -125,7 +125,12 @@ class Trainer:
                 raise ConfigError(f'{ck}: the checkpoint was written with another '
                                   f'configuration (differs in {", ".join(diff)}); use another '
                                   'output folder or --fresh')
-            state, meta = checkpoint.load(ck, state)
+            # The envs' state is transient: a checkpoint of a version whose episodes
+            # carry another layout resumes its learner with fresh episodes.
+            state, meta = checkpoint.load(ck, state, transient=('env_state',))
+            if meta['fresh']:
+                log(f'{ck}: the environments\' state has another layout in this version; '
+                    'their episodes start afresh')
             key = np.asarray(meta['key'], np.uint32)
             self.history = meta.get('history', [])
             self.wall_before = float(meta.get('wall_s', 0.0))
