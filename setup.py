@@ -19,6 +19,7 @@ CONSOLE_SCRIPTS = [
     'trainer_node = bcg_ros.nodes.trainer_node:main',
     'bag_recorder_node = bcg_ros.nodes.bag_recorder_node:main',
     'bcg-real2sim = bcg_ros.real2sim.cli:main',
+    'bcg-calibrate = bcg_ros.real2sim.cli:calibrate_main',
 ]
 
 setup(

@@ -400,9 +400,12 @@ def contact_terms(sim: Sim, d: mjx.Data, qvel):
     return f_n, qfrc, jnp.einsum('snk,skl,sml->nm', jac, dforce, jac)
 
 
-def substep(sim: Sim, state: SimState, target: jax.Array):
+def substep(sim: Sim, state: SimState, target: jax.Array,
+            qfrc_applied: Optional[jax.Array] = None):
     """
     One physics step under joint targets; returns the new state and sphere normal forces.
+
+    ``qfrc_applied`` [nv]: an external generalised force (a hand, a gantry), explicit.
 
     Linearly implicit in velocity: ``(M - dt df/dqdot - dt^2 K) qacc = f - bias + dt K
     qdot``, K the joint-limit springs' d f / d q. The contact's friction and damping, the
@@ -426,6 +429,8 @@ def substep(sim: Sim, state: SimState, target: jax.Array):
     passive, dpassive = passive_force(sim, qvel)
     tau, dtau = pd_torque(sim, qpos, qvel, target)
     qfrc = (qfrc + passive).at[act].add(tau)
+    if qfrc_applied is not None:
+        qfrc = qfrc + qfrc_applied
     slope = dpassive.at[act].add(dtau)
     stiff = jnp.zeros_like(qvel)
     if sim.limit_dof:

@@ -11,6 +11,15 @@
 ``DIR/hidden/truth.yaml`` the robot's physical parameters and
 ``DIR/hidden/scenarios.yaml`` each log's initial state, band and pushes;
 calibration never reads ``DIR/hidden``.
+
+``calibrate`` (also ``bcg-calibrate``) fits the differentiable simulator's
+physical parameters to logs (:mod:`bcg_ros.real2sim.calibrate`)::
+
+    bcg-calibrate LOG... --out params.yaml [--iterations 300] [--window 0.1] [--quick]
+
+``params.yaml`` is a PhysicsParams file (g1_sim_node's ``physics_params``,
+``bcg-eval --physics-params``); ``params.std.yaml`` beside it holds each
+parameter's standard deviation and which the logs identify.
 """
 
 import argparse
@@ -69,7 +78,63 @@ def _make_logs(argv: List[str]) -> int:
     return 0
 
 
-COMMANDS = {'make-logs': _make_logs}
+QUICK_ITERATIONS = 5
+"""Adam steps with --quick."""
+
+
+def _calibrate(argv: List[str], prog: str = 'bcg-real2sim calibrate') -> int:
+    from bcg_ros.jax_cache import enable_compilation_cache
+    from bcg_ros.real2sim import calibrate
+    from bcg_ros.robot import physics
+
+    defaults = calibrate.CalibrationConfig()
+    p = argparse.ArgumentParser(prog=prog, description='Fit the simulator\'s physical '
+                                'parameters to robot logs (rosbag2 folders).')
+    p.add_argument('logs', nargs='+', help='rosbag2 folders with LowState, LowCmd, odometry')
+    p.add_argument('--out', required=True, help='PhysicsParams YAML to write')
+    p.add_argument('--iterations', type=int, default=defaults.iterations,
+                   help=f'Adam steps (default {defaults.iterations})')
+    p.add_argument('--window', type=float, default=defaults.window,
+                   help=f'shooting window [s] (default {defaults.window:g})')
+    p.add_argument('--batch', type=int, default=defaults.batch,
+                   help=f'windows per step (default {defaults.batch})')
+    p.add_argument('--model', default='', help='G1 MJCF (default: the project\'s)')
+    p.add_argument('--quick', action='store_true',
+                   help=f'{QUICK_ITERATIONS} steps (for tests)')
+    args = p.parse_args(argv)
+    cfg = dataclasses.replace(defaults, window=args.window, batch=args.batch,
+                              iterations=QUICK_ITERATIONS if args.quick else args.iterations)
+    enable_compilation_cache()
+    robot_logs = [logs.read_log(path, require_odom=True) for path in args.logs]
+    result = calibrate.calibrate(robot_logs, cfg, args.model)
+    out = pathlib.Path(args.out)
+    header = (f'bcg-calibrate: fitted to {", ".join(args.logs)}\n'
+              f'{result.windows} windows of {cfg.window:g} s, {cfg.iterations} steps; RMS '
+              f'joint error {result.error_before["q_rad"]:.4f} rad with the nominal model, '
+              f'{result.error_after["q_rad"]:.4f} rad with these\n'
+              f'standard deviations: {calibrate.std_path(out).name}')
+    physics.save(result.params, out, header)
+    calibrate.save_std(result, calibrate.std_path(out))
+    ident = calibrate.identified(result)
+    print(f'wrote {out} and {calibrate.std_path(out)} ({result.seconds:.0f} s): latency '
+          f'{result.params.latency * 1e3:.0f} ms; RMS joint {result.error_before["q_rad"]:.4f}'
+          f' -> {result.error_after["q_rad"]:.4f} rad, pelvis '
+          f'{result.error_before["pos_m"] * 100:.2f} -> {result.error_after["pos_m"] * 100:.2f}'
+          f' cm; identified: ' + ', '.join(f'{k} {len(v)}' for k, v in ident.items()))
+    return 0
+
+
+def calibrate_main(argv: Optional[List[str]] = None) -> int:
+    """Entry point of ``bcg-calibrate`` (``bcg-real2sim calibrate``)."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        return _calibrate(argv, 'bcg-calibrate')
+    except (ValueError, OSError) as exc:
+        print(f'bcg-calibrate: error: {exc}', file=sys.stderr)
+        return 2
+
+
+COMMANDS = {'make-logs': _make_logs, 'calibrate': _calibrate}
 
 
 def main(argv: Optional[List[str]] = None) -> int:
