@@ -139,3 +139,33 @@ def test_bcg_calibrate_names_a_log_without_odometry(tmp_path, quick_logs, capsys
     logs.write_log(dataclasses.replace(log, odom=None), bare)
     assert cli.calibrate_main([str(bare), '--out', str(tmp_path / 'p.yaml'), '--quick']) == 2
     assert 'bare' in capsys.readouterr().err
+
+
+def test_a_physics_file_reaches_the_training_simulator_as_mujoco_reads_it(tmp_path):
+    from bcg_ros.core import bcg as bcg_mod
+    from bcg_ros.core.g1_env import G1Env, G1EnvConfig
+    from bcg_ros.robot import model as model_mod
+
+    params = physics.draw(5)
+    path = physics.save(params, tmp_path / 'robot.yaml')
+    env = G1Env(G1EnvConfig(num_envs=2, bcg=bcg_mod.BCGConfig(enabled=False),
+                            physics_params=str(path)))
+    nominal = G1Env(G1EnvConfig(num_envs=2, bcg=bcg_mod.BCGConfig(enabled=False)))
+    mj = model_mod.load(None).model
+    physics.apply(mj, params)
+    m = env.sim.mjx_model
+    for name in ('body_mass', 'body_inertia', 'body_ipos', 'dof_armature'):
+        np.testing.assert_allclose(np.asarray(getattr(m, name)), getattr(mj, name),
+                                   rtol=2e-6, atol=1e-7, err_msg=name)
+    for name in ('dof_damping', 'dof_frictionloss'):
+        np.testing.assert_allclose(np.asarray(getattr(env.sim, name)), getattr(mj, name),
+                                   rtol=2e-6, atol=1e-7, err_msg=name)
+    strength = np.asarray([params.motor_strength[n] for n in g1.JOINT_NAMES])
+    np.testing.assert_allclose(np.asarray(env.sim.kp), np.asarray(nominal.sim.kp) * strength,
+                               rtol=1e-6)
+    # The ground's friction as a factor on the simulator's own, relative to the file's.
+    floor = model_mod.load(None).model
+    file_friction = floor.geom_friction[physics.ground_geoms(floor)[0], 0]
+    np.testing.assert_allclose(np.asarray(env.sim.contact.friction),
+                               np.asarray(nominal.sim.contact.friction)
+                               * params.ground_friction / file_friction, rtol=1e-6)

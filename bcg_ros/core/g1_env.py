@@ -141,6 +141,10 @@ class G1EnvConfig:
     privileged_critic: bool = False
     """The critic also sees what the robot cannot measure: root height, base linear
     velocity, the root's position and heading error to the reference, the clip phase."""
+    physics_params: str = ''
+    """A PhysicsParams YAML (``bcg-calibrate``'s output, g1_sim_node's and ``bcg-eval
+    --physics-params``' input) applied to the simulator; domain randomisation varies
+    around it. Empty: the model file as it is."""
     random_start: bool = True
     """Start episodes at a random frame of the clip (else at frame 0)."""
     min_remaining: int = 16
@@ -209,6 +213,11 @@ class G1Env:
         self.config = config
         self.num_envs = config.num_envs
         self.sim = simulator.build_g1(config.sim)
+        if config.physics_params:
+            from bcg_ros.real2sim.calibrate import on_sim
+            from bcg_ros.robot import physics
+
+            self.sim = on_sim(self.sim, physics.load(config.physics_params))
         # On terrain the reference follows the ground under its pelvis.
         self.motion = terrain_mod.lift_motion(
             motion if motion is not None else motion_mod.load_motion(

@@ -296,19 +296,46 @@ class Problem:
 
 def make_problem(dt: float, model_path: str = '') -> Problem:
     """The project's G1 (or ``model_path``) in the differentiable simulator at step ``dt``."""
-    import mujoco
-
     from bcg_ros.core import sim as simulator
-    from bcg_ros.robot import model as model_mod
 
     sim = simulator.build_g1(simulator.SimConfig(control_dt=dt, substeps=1, remat=False),
                              model_path or None)
+    return _problem(sim, model_path)
+
+
+def _problem(sim, model_path: str = '') -> Problem:
+    """``sim`` with the body ids and ground friction of its model file."""
+    import mujoco
+
+    from bcg_ros.robot import model as model_mod
+
     mj = model_mod.load(model_path or None).model
     ids = np.asarray([mujoco.mj_name2id(mj, mujoco.mjtObj.mjOBJ_BODY, b)
                       for b in g1.TRACK_BODIES])
     ground = physics.ground_geoms(mj)
     friction = float(mj.geom_friction[ground[0], 0]) if ground.size else 1.0
-    return Problem(sim, ids, friction, dt)
+    return Problem(sim, ids, friction, sim.config.dt)
+
+
+def on_sim(sim, params: physics.PhysicsParams, model_path: str = ''):
+    """
+    ``sim`` (a :class:`bcg_ros.core.sim.Sim`, any step) as the robot ``params`` describe.
+
+    What MuJoCo reads from the same file reaches the training simulator: joint
+    friction, damping and armature, link masses, inertias and centres of mass, the
+    ground's friction (its softness is MuJoCo's own and stays the simulator's), and
+    motor strength as a factor on the PD's kp, kd and torque limit. The latency does
+    not: a few milliseconds are under one substep.
+    """
+    import jax
+    import jax.numpy as jnp
+
+    problem = _problem(sim, model_path)
+    theta = jax.tree.map(lambda x: jnp.asarray(x, sim.dtype), from_physics(problem, params))
+    out = apply(problem, theta)
+    strength = jnp.exp(theta['strength'])
+    return dataclasses.replace(out, kp=out.kp * strength, kd=out.kd * strength,
+                               torque_limit=out.torque_limit * strength)
 
 
 def zero_theta() -> Dict[str, np.ndarray]:
