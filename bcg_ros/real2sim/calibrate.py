@@ -434,8 +434,10 @@ def _small_rotvec(q_err):
 
 def window_rollout(problem: Problem, cfg: CalibrationConfig, theta, win: Dict, delay):
     """
-    Simulate one window under ``theta`` and ``delay``: joint angles [W, 29], pelvis
-    position [W, 3] and quaternion [W, 4] after each step.
+    Simulate one window under ``theta`` and ``delay``.
+
+    Returns joint angles [W, 29], pelvis position [W, 3] and quaternion [W, 4] after
+    each step.
 
     ``win``: one window's arrays (the fields of :class:`Windows` but ``source``).
     """
@@ -475,8 +477,10 @@ def window_rollout(problem: Problem, cfg: CalibrationConfig, theta, win: Dict, d
 
 def window_errors(problem: Problem, cfg: CalibrationConfig, theta, win: Dict, delay):
     """
-    Sums of squared errors of one window under ``theta`` and ``delay``: ``[3]`` joints
-    [rad^2], pelvis position [m^2] and orientation [rad^2] (at odometry samples).
+    Sums of squared errors of one window under ``theta`` and ``delay``.
+
+    ``[3]``: joints [rad^2], pelvis position [m^2] and orientation [rad^2] (at
+    odometry samples).
     """
     import jax
     import jax.numpy as jnp
@@ -567,8 +571,10 @@ def trajectory_errors(robot_logs: Sequence[logs_mod.RobotLog],
                       cfg: CalibrationConfig = CalibrationConfig(), model_path: str = ''
                       ) -> List[Dict[str, float]]:
     """
-    The windows' RMS errors on ``robot_logs`` for each of ``params`` (e.g. nominal and
-    calibrated, on logs the calibration did not see), each at its own latency.
+    Return the windows' RMS errors on ``robot_logs`` for each of ``params``.
+
+    E.g. nominal and calibrated, on logs the calibration did not see; each at its
+    own latency.
     """
     import jax
     import jax.numpy as jnp
