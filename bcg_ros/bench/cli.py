@@ -21,6 +21,8 @@ BENCHMARKS = {
     'sensitivity': 'Where the gradient variance comes from: |dL/ds_t| per env-step vs events.',
     'ostrich': 'Implicit hard contact vs penalty and MJX on a box and a step: accuracy against '
                'timestep, trajectory optimisation, speed, gradient memory.',
+    'real2sim': 'Calibration against a hidden robot: parameter recovery, held-out trajectory '
+                'error, data efficiency.',
 }
 
 

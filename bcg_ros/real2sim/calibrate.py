@@ -673,7 +673,9 @@ def fit(problem: Problem, wins: Windows, cfg: CalibrationConfig = CalibrationCon
         prior_term = 0.5 * sum(jnp.sum(a * a) for a in jax.tree.leaves(z))
         return (data_term + prior_term) / n_res
 
-    opt = optax.lbfgs()
+    # A few line-search steps at most: near the optimum the objective is flat to float32
+    # and a zoom line search would spend dozens of passes over the windows on it.
+    opt = optax.lbfgs(linesearch=optax.scale_by_zoom_linesearch(max_linesearch_steps=6))
 
     @jax.jit
     def update(z, opt_state, delay):
