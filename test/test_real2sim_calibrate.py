@@ -100,7 +100,7 @@ def test_the_fit_recovers_a_robot_the_simulator_itself_made(windows, problem):
             cal._arrays(wins, problem.sim.dtype))
     q, pos, quat = (np.asarray(x, np.float64) for x in sim_out)
     made = dataclasses.replace(wins, q=q, base_pos=pos, base_quat=quat)
-    cfg = dataclasses.replace(CFG, iterations=15, batch=18)
+    cfg = dataclasses.replace(CFG, iterations=15, batch=18, q_sigma=0.002)
     result = cal.fit(problem, made, cfg, log=lambda line: None)
     assert result.delay == delay
     assert result.error_after['q_rad'] < 0.33 * result.error_before['q_rad'], (
@@ -108,9 +108,9 @@ def test_the_fit_recovers_a_robot_the_simulator_itself_made(windows, problem):
     # A second of each log leaves much to the prior: the estimates move from nominal
     # toward the truth, not all the way.
     strength = np.log([result.params.motor_strength[n] for n in g1.JOINT_NAMES])
-    assert np.log(0.9) - 0.02 < np.median(strength) < -0.01, strength
+    assert np.log(0.9) - 0.02 < np.mean(strength) < -0.005, strength
     armature = np.log([result.params.joint_armature[g1.JOINT_NAMES[i]] for i in arms])
-    assert 0.0 < np.median(armature) < np.log(1.5) + 0.1, armature
+    assert 0.0 < np.mean(armature) < np.log(1.5) + 0.1, armature
 
 
 def test_bcg_calibrate_writes_a_physics_file_and_its_uncertainty(quick_logs, tmp_path, capsys):
@@ -169,3 +169,17 @@ def test_a_physics_file_reaches_the_training_simulator_as_mujoco_reads_it(tmp_pa
     np.testing.assert_allclose(np.asarray(env.sim.contact.friction),
                                np.asarray(nominal.sim.contact.friction)
                                * params.ground_friction / file_friction, rtol=1e-6)
+
+
+def test_real2sim_bench_prints_recovery_held_out_errors_and_the_ratio(tmp_path, capsys):
+    from bcg_ros.bench import cli as bench
+
+    assert bench.main(['real2sim', '--quick', '--seed', '2', '--out', str(tmp_path)]) == 0
+    out = capsys.readouterr().out.strip().splitlines()
+    assert out[-1].startswith('real2sim_error_ratio: ')
+    assert 0.0 < float(out[-1].split()[-1]) < 10.0
+    table = [line for line in out if line.startswith('| joint_damping |')]
+    assert len(table) == 1 and table[0].count('|') == 6
+    held = [line for line in out if line.startswith('| calibrated |')]
+    assert len(held) == 2      # --quick: from one log and from four
+    assert physics.load(tmp_path / 'params_4.yaml').joint_damping

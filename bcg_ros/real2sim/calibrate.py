@@ -78,9 +78,14 @@ class CalibrationConfig:
     """Windows simulated at once (memory; the objective always sums all of them)."""
     max_delay: int = 6
     """Largest latency tried [LowState periods]."""
-    q_sigma: float = 0.002
-    """Joint angle error of one sample that counts as one unit [rad]: ten times the
-    encoders' noise, for what the simulator does not model like the robot."""
+    q_sigma: float = 0.01
+    """Joint angle error of one sample that counts as one unit [rad]: what the
+    simulator does not model like the robot (its contact, its smooth dry friction),
+    not the encoders' 0.2 mrad, or the fit bends the parameters to the mismatch."""
+    bound: float = 3.0
+    """No estimate leaves this many prior standard deviations (a factor of 0.3 to 3.3
+    on a joint's damping): beyond, parameters that only absorb the mismatch would
+    make the simulator unstable."""
     pos_sigma: float = 0.01
     """Pelvis position error that counts as one unit [m]."""
     rot_sigma: float = 0.02
@@ -660,9 +665,9 @@ def fit(problem: Problem, wins: Windows, cfg: CalibrationConfig = CalibrationCon
         n_chunks, size)
 
     def objective(z, delay):
-        # In units of each parameter's prior width (theta = z * prior): a centimetre of
-        # com offset and a tenth of a log-factor weigh alike, and the prior is z^2 / 2.
-        theta = jax.tree.map(lambda a, s: a * s, z, prior)
+        # In units of each parameter's prior width: a centimetre of com offset and a
+        # tenth of a log-factor weigh alike, and the prior is z^2 / 2.
+        theta = _bounded(z, prior, cfg.bound)
 
         @jax.checkpoint
         def chunk_cost(c):
@@ -692,7 +697,7 @@ def fit(problem: Problem, wins: Windows, cfg: CalibrationConfig = CalibrationCon
         if it % 10 == 0 or it == cfg.iterations - 1:
             log(f'iteration {it}: objective {float(value):.5f} '
                 f'({time.monotonic() - begin:.0f} s)')
-    theta = jax.tree.map(lambda a, s: a * s, z, prior)
+    theta = _bounded(z, prior, cfg.bound)
     delay = best_delay(theta)
     after = rms(theta, delay)
     log(f'estimate: latency {delay} steps, RMS joint {after["q_rad"]:.4f} rad, pelvis '
@@ -713,6 +718,14 @@ def fit(problem: Problem, wins: Windows, cfg: CalibrationConfig = CalibrationCon
                         'ground_friction': std['ground_friction']},
                        delay, before, after, n_win, int(wins.hanging.sum()),
                        time.monotonic() - begin)
+
+
+def _bounded(z, prior, bound: float):
+    """``theta`` of the unbounded ``z``: ``bound * prior * tanh(z / bound)``, about z * prior."""
+    import jax
+    import jax.numpy as jnp
+
+    return jax.tree.map(lambda a, s: bound * s * jnp.tanh(a / bound), z, prior)
 
 
 def _posterior_std(theta, prior, data, n_win, cost) -> Dict[str, np.ndarray]:
