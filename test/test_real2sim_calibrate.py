@@ -37,9 +37,9 @@ def problem():
 
 @pytest.fixture(scope='module')
 def windows(quick_logs, problem):
-    supported = cal.foot_support(problem)
+    contacts = cal.ContactCheck(problem)
     return {name: cal.make_windows(logs.read_log(quick_logs / name), CFG, problem.sim,
-                                   supported) for name in ('stand', 'drop', 'sweep')}
+                                   contacts) for name in ('stand', 'drop', 'sweep')}
 
 
 def test_windows_start_at_the_logged_state_and_know_a_gantry(quick_logs, windows, problem):
@@ -183,3 +183,16 @@ def test_real2sim_bench_prints_recovery_held_out_errors_and_the_ratio(tmp_path, 
     held = [line for line in out if line.startswith('| calibrated |')]
     assert len(held) == 2      # --quick: from one log and from four
     assert physics.load(tmp_path / 'params_4.yaml').joint_damping
+
+
+def test_contact_check_tells_feet_on_the_floor_from_anything_else(problem, windows):
+    contacts = cal.ContactCheck(problem)
+    act = np.asarray(problem.sim.act_qpos)
+    stand = windows['stand'].qpos0[0]       # a logged standing pose
+    arm_in = stand.copy()
+    arm_in[act[g1.JOINT_NAMES.index('left_shoulder_roll_joint')]] = -0.8   # into the torso
+    sunk = stand.copy()
+    sunk[2] -= 0.4                          # legs through the floor, as after a fall
+    rows = np.stack([stand, arm_in, sunk])
+    np.testing.assert_array_equal(contacts.feet(rows), [True, True, True])
+    np.testing.assert_array_equal(contacts.elsewhere(rows), [False, True, True])

@@ -220,12 +220,14 @@ def _base_track(log: logs_mod.RobotLog) -> Tuple[np.ndarray, ...]:
 
 
 def make_windows(log: logs_mod.RobotLog, cfg: CalibrationConfig, sim,
-                 supported: Callable[[np.ndarray], np.ndarray]) -> Windows:
+                 contacts: 'ContactCheck') -> Windows:
     """
     Cut ``log`` into shooting windows for ``sim`` (a :class:`bcg_ros.core.sim.Sim`).
 
-    ``supported(qpos [M, nq]) -> [M] bool``: whether a foot sphere touches the floor
-    (:func:`foot_support`), to tell hanging windows from standing ones.
+    ``contacts`` tells, from the logged poses, where the feet are on the floor
+    (hanging windows from standing ones) and where anything else touches: a link on
+    another or on the floor, which the simulator does not model; such windows are
+    left out.
     """
     s = log.lowstate
     if len(s.t) < 3:
@@ -241,7 +243,8 @@ def make_windows(log: logs_mod.RobotLog, cfg: CalibrationConfig, sim,
     qpos[:, 0:3], qpos[:, 3:7], qpos[:, act_q] = pos, quat, s.q
     qvel = np.zeros((len(s.t), nv))
     qvel[:, 0:6], qvel[:, act_v] = vel, s.dq
-    on_floor = supported(qpos)
+    on_floor = contacts.feet(qpos)
+    elsewhere = contacts.elsewhere(qpos)
     # The pelvis's vertical acceleration: below -5 m/s^2 it falls freely, held by nothing.
     acc_z = np.gradient(vel[:, 2], dt)
     held = ~on_floor & (acc_z > -5.0)
@@ -257,12 +260,15 @@ def make_windows(log: logs_mod.RobotLog, cfg: CalibrationConfig, sim,
     keep, hanging = [], []
     for k in starts:
         span = held[k:k + w + 1]
+        if elsewhere[k:k + w + 1].any():
+            continue
         if span.all() or not span.any():
             keep.append(k)
             hanging.append(float(span.all()))
     if not keep:
         raise logs_mod.LogError(f'{log.source or "log"}: no window of {cfg.window} s that '
-                                'is either wholly on the floor or wholly held')
+                                'is either wholly on the floor or wholly held, with no '
+                                'contact but the feet\'s')
     ks = np.asarray(keep)
     cmd = ks[:, None] + np.arange(-d, w)[None, :]
     now = ks[:, None] + np.arange(0, w)[None, :]
@@ -512,26 +518,62 @@ FLOOR_GAP = 0.02
 """A foot sphere nearer the floor than this [m] counts as support."""
 
 
-def foot_support(problem: Problem) -> Callable[[np.ndarray], np.ndarray]:
-    """``qpos [M, nq] -> [M]``: whether any foot sphere is within FLOOR_GAP of the floor."""
-    import jax
-    import jax.numpy as jnp
+class ContactCheck:
+    """
+    What touches in a logged pose: the feet on the floor, and anything else.
 
-    from bcg_ros.core import sim as simulator
+    The feet are the simulator's foot spheres (within FLOOR_GAP of the floor); the
+    rest is MuJoCo's collision of the model with every link's shape (the G1's shape
+    is known, only its physics is hidden): a hand on a thigh in a joint sweep, an
+    upper arm on the torso, a knee on the floor after a fall.
+    """
 
-    sim = problem.sim
+    def __init__(self, problem: Problem, model_path: str = ''):
+        """Compile the checks for ``problem``'s robot (``model_path``: its MJCF)."""
+        import jax
+        import jax.numpy as jnp
+        import mujoco
 
-    @jax.jit
-    def depth(qpos):
-        def one(q):
-            state = simulator.SimState(q, jnp.zeros(sim.mjx_model.nv, q.dtype))
-            return jnp.max(simulator.observe(sim, state, 0.0, 0.0).depth)
-        return jax.vmap(one)(qpos)
+        from bcg_ros.core import sim as simulator
+        from bcg_ros.robot import model as model_mod
 
-    def supported(qpos: np.ndarray) -> np.ndarray:
-        return np.asarray(depth(jnp.asarray(qpos, sim.dtype))) > -FLOOR_GAP
+        sim = problem.sim
 
-    return supported
+        @jax.jit
+        def depth(qpos):
+            def one(q):
+                state = simulator.SimState(q, jnp.zeros(sim.mjx_model.nv, q.dtype))
+                return jnp.max(simulator.observe(sim, state, 0.0, 0.0).depth)
+            return jax.vmap(one)(qpos)
+
+        self._depth, self._dtype = depth, sim.dtype
+        self._robot = model_mod.load(model_path or None, whole_body=True)
+        self._data = mujoco.MjData(self._robot.model)
+        m = self._robot.model
+        feet = np.isin(m.geom_bodyid, self._robot.foot_bodies)
+        self._fine = feet | (m.geom_bodyid == 0)      # a foot, or the world
+
+    def feet(self, qpos: np.ndarray) -> np.ndarray:
+        """``[M]``: whether any foot sphere is within FLOOR_GAP of the floor."""
+        import jax.numpy as jnp
+
+        return np.asarray(self._depth(jnp.asarray(qpos, self._dtype))) > -FLOOR_GAP
+
+    def elsewhere(self, qpos: np.ndarray) -> np.ndarray:
+        """``[M]``: whether two shapes touch other than a foot and the floor."""
+        import mujoco
+
+        m, d = self._robot.model, self._data
+        out = np.zeros(len(qpos), bool)
+        for i, q in enumerate(qpos):
+            d.qpos[:] = q
+            mujoco.mj_kinematics(m, d)
+            mujoco.mj_collision(m, d)
+            c = d.contact[:d.ncon]
+            touching = c.dist < 0
+            pair_fine = self._fine[c.geom1] & self._fine[c.geom2]
+            out[i] = bool(np.any(touching & ~pair_fine))
+        return out
 
 
 def _arrays(w: Windows, dtype) -> Dict:
@@ -585,8 +627,8 @@ def trajectory_errors(robot_logs: Sequence[logs_mod.RobotLog],
     import jax.numpy as jnp
 
     problem = make_problem(_log_dt(robot_logs), model_path)
-    supported = foot_support(problem)
-    wins = concat([make_windows(r, cfg, problem.sim, supported) for r in robot_logs])
+    contacts = ContactCheck(problem, model_path)
+    wins = concat([make_windows(r, cfg, problem.sim, contacts) for r in robot_logs])
     data = _arrays(wins, problem.sim.dtype)
     errors = _errors_fn(problem, cfg)
     out = []
@@ -613,8 +655,8 @@ def calibrate(robot_logs: Sequence[logs_mod.RobotLog],
     """Fit the parameters to ``robot_logs`` (module docstring); return the estimate."""
     begin = time.monotonic()
     problem = make_problem(_log_dt(robot_logs), model_path)
-    supported = foot_support(problem)
-    wins = concat([make_windows(r, cfg, problem.sim, supported) for r in robot_logs])
+    contacts = ContactCheck(problem, model_path)
+    wins = concat([make_windows(r, cfg, problem.sim, contacts) for r in robot_logs])
     log(f'{len(wins)} windows of {cfg.window} s ({int(wins.hanging.sum())} held by a '
         f'gantry) from {len(robot_logs)} logs')
     return fit(problem, wins, cfg, log, begin)
