@@ -491,7 +491,7 @@ def window_errors(problem: Problem, cfg: CalibrationConfig, theta, win: Dict, de
     Sums of squared errors of one window under ``theta`` and ``delay``.
 
     ``[3]``: joints [rad^2], pelvis position [m^2] and orientation [rad^2] (at
-    odometry samples).
+    odometry samples, unless a gantry holds it).
     """
     import jax
     import jax.numpy as jnp
@@ -499,7 +499,8 @@ def window_errors(problem: Problem, cfg: CalibrationConfig, theta, win: Dict, de
     q, pos, quat = window_rollout(problem, cfg, theta, win, delay)
     rot = jax.vmap(lambda a, b: _small_rotvec(
         rotation.quat_mul(rotation.quat_conj(a, jnp), b, jnp)))(quat, win['base_quat'])
-    seen = win['base_seen']
+    # Where a gantry holds the pelvis, its pose error is the spring's, not the robot's.
+    seen = win['base_seen'] * (1.0 - win['hanging'])
     return jnp.stack([jnp.sum((q - win['q']) ** 2),
                       jnp.sum(seen * jnp.sum((pos - win['base_pos']) ** 2, -1)),
                       jnp.sum(seen * jnp.sum(rot ** 2, -1))])
@@ -608,7 +609,7 @@ def _rms(errors, theta, data: Dict, wins: Windows, delay: int, chunk: int = 64
     n = len(wins)
     tot = sum(np.asarray(errors(theta, jax.tree.map(lambda x: x[lo:lo + chunk], data), delay),
                          np.float64).sum(0) for lo in range(0, n, chunk))
-    seen = max(float(wins.base_seen.sum()), 1.0)
+    seen = max(float((wins.base_seen * (1.0 - wins.hanging[:, None])).sum()), 1.0)
     return {'q_rad': float(np.sqrt(tot[0] / wins.q.size)),
             'pos_m': float(np.sqrt(tot[1] / seen)), 'rot_rad': float(np.sqrt(tot[2] / seen))}
 

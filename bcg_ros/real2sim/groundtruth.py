@@ -285,24 +285,41 @@ def _hold_default(k: int, t: float, s: LowStateSample) -> MotorCommand:
     return _hold(np.asarray(g1.DEFAULT_POSE))
 
 
+SWEEP_ARMS_OUT = 0.4
+"""How much further from the body than the default pose the sweep holds the arms'
+shoulder roll [rad]: swept about the default pose, upper arms hit the torso and hands
+the thighs in most of the log, as on a robot an experimenter would not let them."""
+
+
+def sweep_centre() -> np.ndarray:
+    """[29] the pose the sweep swings about: the default pose, arms held out."""
+    centre = np.asarray(g1.DEFAULT_POSE, float).copy()
+    centre[g1.JOINT_NAMES.index('left_shoulder_roll_joint')] += SWEEP_ARMS_OUT
+    centre[g1.JOINT_NAMES.index('right_shoulder_roll_joint')] -= SWEEP_ARMS_OUT
+    return centre
+
+
 def sweep_targets(t: float, duration: float, band: Tuple[float, float],
                   amplitude: float) -> np.ndarray:
     """
-    [29] joint targets of the sweep at ``t``: the default pose plus an exponential chirp.
+    [29] joint targets of the sweep at ``t``: :func:`sweep_centre` plus an exponential chirp.
 
     Joint ``j`` follows ``A_j sin(phi(t) + 2 pi j / 29)``, ``phi`` the phase of a
     frequency going from ``band[0]`` to ``band[1]`` over ``duration``; the
     amplitude ``A_j`` is ``amplitude`` or half the way to the nearer joint limit,
-    and fades in over the first half second so the targets do not jump.
+    and fades in over the first half second; the arms move out to the centre over
+    that half second too, so the targets do not jump.
     """
     f0, f1 = band
     rate = np.log(f1 / f0) / duration
     phase = 2 * np.pi * f0 * (np.expm1(rate * t) / rate if rate > 0 else t)
+    fade = min(1.0, t / 0.5)
     default = np.asarray(g1.DEFAULT_POSE)
-    room = np.minimum(default - np.asarray(g1.JOINT_LOWER), np.asarray(g1.JOINT_UPPER) - default)
-    amp = np.minimum(amplitude, 0.5 * room) * min(1.0, t / 0.5)
+    centre = default + fade * (sweep_centre() - default)
+    room = np.minimum(centre - np.asarray(g1.JOINT_LOWER), np.asarray(g1.JOINT_UPPER) - centre)
+    amp = np.minimum(amplitude, 0.5 * room) * fade
     offsets = 2 * np.pi * np.arange(g1.NUM_JOINTS) / g1.NUM_JOINTS
-    return default + amp * np.sin(phase + offsets)
+    return centre + amp * np.sin(phase + offsets)
 
 
 def _sweep(k: int, t: float, s: LowStateSample, duration: float, band: Tuple[float, float],
