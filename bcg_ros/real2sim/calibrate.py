@@ -7,7 +7,8 @@ and motor strength; per body, a factor on mass and inertia and a centre-of-mass
 offset; the ground's friction; and the control latency. Each is a log-factor (or an
 offset) with a Gaussian prior whose width is the stated uncertainty of that
 parameter (:class:`~bcg_ros.robot.physics.PhysicsRanges`), so a parameter the logs
-say nothing about stays at its nominal value, and the fit is a MAP estimate.
+say nothing about stays at its nominal value, and the fit is a MAP estimate (L-BFGS
+on all windows, bounded to ``CalibrationConfig.bound`` prior widths).
 
 **Multiple shooting.** A log is cut into short windows (0.1 s). Each window starts
 from the logged state (joint encoders, the pelvis pose and velocity of the odometry)
@@ -28,8 +29,10 @@ the torque limit together, as a torque constant does.
 not falling are held by something (an elastic band, a gantry) whose force no log
 records. There the pelvis is held on its logged trajectory by a stiff spring
 (:data:`GANTRY`), so the joints' dynamics still inform the fit (the classic joint
-sweep hangs); the whole body's weight on the ground is what the other windows
-weigh. Windows in which the robot is partly held are left out.
+sweep hangs) and the pelvis error is not counted; the whole body's weight on the
+ground is what the other windows weigh. Windows in which the robot is partly held are
+left out, and so are windows in which a link touches another link or the floor
+(:class:`ContactCheck`): the simulator models the feet's contact only.
 
 **Uncertainty.** At the estimate, the per-window gradients of the data term give
 the empirical Fisher information; with the prior's precision added and inverted, a
