@@ -141,12 +141,6 @@ class Windows:
     def __len__(self) -> int:
         return len(self.qpos0)
 
-    def take(self, idx) -> 'Windows':
-        """The windows at ``idx``."""
-        return Windows(**{f.name: (tuple(self.source[i] for i in np.atleast_1d(idx))
-                                   if f.name == 'source' else getattr(self, f.name)[idx])
-                          for f in dataclasses.fields(self)})
-
 
 @dataclass(frozen=True)
 class Calibration:
@@ -345,11 +339,8 @@ def on_sim(sim, params: physics.PhysicsParams, model_path: str = ''):
     import jax.numpy as jnp
 
     problem = _problem(sim, model_path)
-    theta = jax.tree.map(lambda x: jnp.asarray(x, sim.dtype), from_physics(problem, params))
-    out = apply(problem, theta)
-    strength = jnp.exp(theta['strength'])
-    return dataclasses.replace(out, kp=out.kp * strength, kd=out.kd * strength,
-                               torque_limit=out.torque_limit * strength)
+    return apply(problem, jax.tree.map(lambda x: jnp.asarray(x, sim.dtype),
+                                       from_physics(problem, params)))
 
 
 def zero_theta() -> Dict[str, np.ndarray]:
@@ -379,8 +370,8 @@ def apply(problem: Problem, theta):
     """
     The simulator with ``theta`` (log-factors; com offsets [m]) applied; traceable.
 
-    Motor strength is not in the simulator: :func:`window_cost`'s PD scales the
-    commanded kp and kd by it.
+    Motor strength scales the PD's kp, kd and torque limit; :func:`window_rollout`,
+    whose kp and kd come from the commands, scales those by it too.
     """
     import jax.numpy as jnp
 
@@ -399,8 +390,10 @@ def apply(problem: Problem, theta):
         dof_armature=m.dof_armature * factor(m.nv, dof, theta['armature']))
     contact = dataclasses.replace(sim.contact, friction=sim.contact.friction
                                   * jnp.exp(theta['ground_friction']))
+    strength = jnp.exp(theta['strength'])
     return dataclasses.replace(
-        sim, mjx_model=m, contact=contact,
+        sim, mjx_model=m, contact=contact, kp=sim.kp * strength, kd=sim.kd * strength,
+        torque_limit=sim.torque_limit * strength,
         dof_damping=sim.dof_damping * factor(m.nv, dof, theta['damping']),
         dof_frictionloss=sim.dof_frictionloss * factor(m.nv, dof, theta['frictionloss']))
 
@@ -469,13 +462,12 @@ def window_rollout(problem: Problem, cfg: CalibrationConfig, theta, win: Dict, d
         return jax.lax.dynamic_slice_in_dim(x, start, n)
 
     act_q = np.asarray(sim.act_qpos)
-    limit = sim.torque_limit * strength
     kp_l, kd_l, kr, kw = GANTRY
     held = win['hanging']
 
     def body(state, x):
         tgt, kp, kd, ref = x
-        s = dataclasses.replace(sim, kp=kp * strength, kd=kd * strength, torque_limit=limit)
+        s = dataclasses.replace(sim, kp=kp * strength, kd=kd * strength)
         qpos, qvel = state.qpos, state.qvel
         q_err = rotation.quat_mul(rotation.quat_conj(qpos[3:7], jnp), ref[3:7], jnp)
         wrench = jnp.concatenate([kp_l * (ref[0:3] - qpos[0:3]) + kd_l * (ref[7:10] - qvel[0:3]),
@@ -585,12 +577,6 @@ def _arrays(w: Windows, dtype) -> Dict:
 
     return {f.name: jnp.asarray(getattr(w, f.name), dtype)
             for f in dataclasses.fields(Windows) if f.name != 'source'}
-
-
-def _flat(tree) -> np.ndarray:
-    import jax
-
-    return np.concatenate([np.ravel(x) for x in jax.tree.leaves(tree)])
 
 
 def _prior_tree(theta: Dict, std: Dict[str, float]) -> Dict:
@@ -787,7 +773,8 @@ def _posterior_std(theta, prior, data, n_win, cost) -> Dict[str, np.ndarray]:
         g = np.asarray(per_window(flat_theta, jax.tree.map(lambda x: x[lo:lo + 64], data)),
                        np.float64)
         fisher += g.T @ g
-    precision = fisher + np.diag(1.0 / _flat(prior).astype(np.float64) ** 2)
+    prior_flat = np.asarray(jax.flatten_util.ravel_pytree(prior)[0], np.float64)
+    precision = fisher + np.diag(1.0 / prior_flat ** 2)
     cov = np.linalg.inv(precision)
     return jax.tree.map(np.asarray, unravel(np.sqrt(np.clip(np.diag(cov), 0, None))))
 
