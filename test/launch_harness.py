@@ -76,19 +76,38 @@ class Domain:
             out = exc.output.decode() if isinstance(exc.output, bytes) else exc.output or ''
             return subprocess.CompletedProcess(argv, None, f'{out}[no end in {timeout} s]')
 
-    def ros2_for(self, command: str, seconds: float) -> str:
-        """Run a never-ending `ros2 ...` command (topic hz) for ``seconds``; what it printed."""
+    def ros2_for(self, command: str, seconds: float, until: Optional[str] = None,
+                 limit: float = 60.0) -> str:
+        """Run a never-ending `ros2 ...` command (topic hz) for ``seconds``; what it printed.
+
+        With ``until`` (a regex) it runs on past ``seconds`` until its output matches, at
+        most ``limit`` seconds: under load the CLI alone can take seconds to start and to
+        discover the publisher, so a fixed window may end before its first report.
+        """
         argv = shlex.split(command)
         proc = subprocess.Popen([require_ros2(), *argv[1:]], env=self.env, cwd=REPO,
                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        lines: List[str] = []
+
+        def read() -> None:
+            for line in proc.stdout:
+                lines.append(line)
+
+        reader = threading.Thread(target=read, daemon=True)
+        reader.start()
+        t0 = time.monotonic()
         time.sleep(seconds)
+        while until and not re.search(until, ''.join(lines)) \
+                and time.monotonic() - t0 < limit and proc.poll() is None:
+            time.sleep(0.1)
         proc.send_signal(signal.SIGINT)
         try:
-            out, _ = proc.communicate(timeout=10.0)
+            proc.wait(timeout=10.0)
         except subprocess.TimeoutExpired:
             proc.kill()
-            out, _ = proc.communicate()
-        return out
+            proc.wait()
+        reader.join(timeout=5.0)
+        return ''.join(lines)
 
     def wait_listed(self, command: str, names, timeout: float) -> List[str]:
         """

@@ -201,7 +201,7 @@ def sim2sim(tmp_path_factory):
         for command in commands[1:]:
             t0 = time.monotonic()
             if ' topic hz ' in f' {command} ':
-                out = domain.ros2_for(command, HZ_S)
+                out = domain.ros2_for(command, HZ_S, until=r'average rate: ')
                 record['flow'] = listener.counts(since=t0)
                 record['feet'] = feet.since(t0)
                 record['flow_s'] = time.monotonic() - t0
