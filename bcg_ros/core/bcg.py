@@ -1,8 +1,8 @@
 """
 Bundled Contact Gradients: a drop-in wrapper of the control step.
 
-At a control step where some sphere's normal force exceeds ``tau`` at any substep
-(a stiff contact), the env's state is split into B branches. Each contacting foot
+At a control step where some contact's normal force exceeds ``tau`` at any substep
+(a stiff contact: a foot sphere's, or a whole-body contact's), the env's state is split into B branches. Each contacting foot
 gets its own position and velocity offsets, uniform in balls of radius sigma_p and
 sigma_v, realised through that foot's own leg (:func:`perturb_feet`): the floating
 base and every other limb stay as they are, and the foot's orientation is held. The
@@ -253,6 +253,14 @@ def branch_starts(sim: simulator.Sim, cfg: BCGConfig, state: simulator.SimState,
     return jax.tree.map(lambda s, o: s[None] + o, state, offset)
 
 
+def peak_force(info: simulator.StepInfo) -> jax.Array:
+    """Largest normal force [N] of any contact in the step (spheres and whole-body) [...]."""
+    peak = jnp.max(info.normal_force, axis=-1)
+    if info.body_force.shape[-1]:
+        peak = jnp.maximum(peak, jnp.max(info.body_force, axis=-1))
+    return peak
+
+
 def _branch_mean(sim, branches: simulator.SimState) -> simulator.SimState:
     qpos = normalize_quats(sim, jnp.mean(branches.qpos, axis=0))
     return simulator.SimState(qpos, jnp.mean(branches.qvel, axis=0))
@@ -266,7 +274,7 @@ def bundle(sim, cfg, state: BCGState, plain, info, action, key):
     :func:`bundle_batch` takes it, bound to each env's ``sim``.
     """
     open_ = state.left > 0
-    triggered = jnp.logical_and(~open_, jnp.max(info.normal_force) > cfg.tau)
+    triggered = jnp.logical_and(~open_, peak_force(info) > cfg.tau)
     bundled = jnp.logical_or(open_, triggered)
     start = branch_starts(sim, cfg, state.sim, info.normal_force, key)
     begin = jax.tree.map(lambda a, b: jnp.where(open_, a, b), state.branches, start)
@@ -298,7 +306,7 @@ def bundle_batch(cfg: BCGConfig, bundle_one, state: BCGState, plain, info, args,
     """
     n = state.left.shape[0]
     keys = jax.random.split(key, n)
-    trig = jnp.max(info.normal_force, axis=-1) > cfg.tau
+    trig = peak_force(info) > cfg.tau
     open_ = state.left > 0
     need = jnp.any(open_) | jnp.any(trig)
     m = int(cfg.max_bundled)

@@ -46,6 +46,7 @@ with contextlib.redirect_stdout(io.StringIO()):
     from mujoco import mjx
 
 from bcg_ros import rotation
+from bcg_ros.core import collide
 from bcg_ros.core import contact as ct
 from bcg_ros.core import rigid
 from bcg_ros.robot import g1
@@ -79,6 +80,11 @@ class SimConfig:
     terrain: str = 'flat'
     """The ground: flat, slope:DEG, steps:HEIGHT, rough:AMPLITUDE or a terrain .npz
     (:func:`bcg_ros.core.terrain.from_spec`)."""
+    whole_body: bool = False
+    """Collide every link (smooth SDFs, :mod:`bcg_ros.core.collide`) with the terrain and
+    the legs with each other, beside the foot spheres; False: the foot spheres only."""
+    collision: collide.CollideConfig = field(default_factory=collide.CollideConfig)
+    """Sizes of the whole-body contact pipeline (``whole_body``)."""
 
     @property
     def dt(self) -> float:
@@ -104,6 +110,9 @@ class StepInfo:
     """[S] penetration depth [m] after the step (positive inside the ground)."""
     normal_force: jax.Array
     """[S] largest normal force [N] over the step's substeps (BCG's trigger reads it)."""
+    body_force: jax.Array
+    """[C] largest weighted normal force [N] of each whole-body contact candidate over the
+    substeps (``SimConfig.whole_body``; C = 0 without); BCG's trigger reads it too."""
     normal_impulse: jax.Array
     """[S] normal impulse [N s] summed over the step's substeps."""
     contact_point: jax.Array
@@ -149,6 +158,8 @@ class Sim:
     body_dof_mask: Tuple[Tuple[bool, ...], ...] = field(metadata=dict(static=True))
     """[NB][nv]: dof moves body (the dof's body is the body or one of its ancestors)."""
     body_root: Tuple[int, ...] = field(metadata=dict(static=True))
+    geometry: Optional[collide.Geometry] = None
+    """Whole-body collision geometry (``SimConfig.whole_body``), or None."""
 
     @property
     def dtype(self):
@@ -178,7 +189,8 @@ def build(mj_model: mujoco.MjModel, cfg: SimConfig,
           spheres: Sequence[Tuple[str, Vec3]], sphere_radius: float,
           actuated: Sequence[str], kp: Sequence[float], kd: Sequence[float],
           torque_limit: Sequence[float], key_points: Sequence[Tuple[str, Vec3]] = (),
-          terrain: Optional[ct.Terrain] = None) -> Sim:
+          terrain: Optional[ct.Terrain] = None,
+          geometry: Optional[collide.Geometry] = None) -> Sim:
     """
     Build a simulator of any MJCF model.
 
@@ -186,11 +198,15 @@ def build(mj_model: mujoco.MjModel, cfg: SimConfig,
     they sit on are the "feet" (BCG's Jacobians). actuated: joint names, in
     action order, with their PD gains and torque limits. key_points: (body name,
     point in body frame) reported per step. terrain: the ground (default: the one
-    ``cfg.terrain`` names).
+    ``cfg.terrain`` names). geometry: whole-body collision bodies (required and used
+    only with ``cfg.whole_body``).
     """
     from bcg_ros.core import terrain as terrain_mod
 
     _check_dtype(cfg)
+    if cfg.whole_body and geometry is None:
+        raise ValueError('build: SimConfig.whole_body needs the collision geometry '
+                         '(collide.geometry); build_g1 makes the G1\'s')
     if not spheres:
         raise ValueError('build: spheres is empty; the contact model needs at least one sphere')
     if not (len(actuated) == len(kp) == len(kd) == len(torque_limit)):
@@ -259,6 +275,8 @@ def build(mj_model: mujoco.MjModel, cfg: SimConfig,
                      for j in range(m.njnt)),
         body_dof_mask=tuple(tuple(bool(v) for v in row) for row in mask),
         body_root=tuple(int(r) for r in m.body_rootid),
+        geometry=(jax.tree.map(lambda x: x.astype(dtype), geometry)
+                  if cfg.whole_body else None),
     )
 
 
@@ -274,9 +292,30 @@ def build_g1(cfg: Optional[SimConfig] = None, path=None) -> Sim:
 
     cfg = cfg or SimConfig()
     loaded = g1_model.load(path)
+    geometry = g1_geometry(loaded.model, cfg.collision) if cfg.whole_body else None
     return build(loaded.model, cfg, g1.FOOT_SPHERES, g1.FOOT_SPHERE_RADIUS,
                  g1.JOINT_NAMES, g1.DEFAULT_KP, g1.DEFAULT_KD, g1.TORQUE_LIMIT,
-                 key_points=[(b, p) for _, b, p in g1.KEY_POINTS])
+                 key_points=[(b, p) for _, b, p in g1.KEY_POINTS], geometry=geometry)
+
+
+_GEOMETRY_CACHE = {}
+
+
+def g1_geometry(model: mujoco.MjModel, cfg: collide.CollideConfig) -> collide.Geometry:
+    """The G1's whole-body collision geometry (its fitted SDFs), made once per process."""
+    from bcg_ros.robot import g1_sdf
+
+    if cfg not in _GEOMETRY_CACHE:
+        names, shapes = g1_sdf.load()
+        ids = []
+        for n in names:
+            b = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_BODY, n)
+            if b < 0:
+                raise ValueError(f'build_g1: the model has no body {n!r} of {g1_sdf.DATA_PATH}')
+            ids.append(b)
+        _GEOMETRY_CACHE[cfg] = collide.geometry(names, shapes, ids, cfg,
+                                                collide.g1_leg_pairs(cfg.exclude))
+    return _GEOMETRY_CACHE[cfg]
 
 
 def reset(sim: Sim, qpos, qvel=None) -> SimState:
@@ -400,12 +439,49 @@ def contact_terms(sim: Sim, d: mjx.Data, qvel):
     return f_n, qfrc, jnp.einsum('snk,skl,sml->nm', jac, dforce, jac)
 
 
+def body_contacts(sim: Sim, qpos: jax.Array) -> collide.Contacts:
+    """The whole-body contact candidates of one env at ``qpos`` (``SimConfig.whole_body``)."""
+    if sim.geometry is None:
+        raise ValueError('body_contacts: the simulator was built without SimConfig.whole_body')
+    d = rigid.kinematics(sim.mjx_model, _empty_data(sim).replace(qpos=qpos))
+    return collide.whole_body(sim.geometry, d.xpos, d.xmat, sim.terrain)
+
+
+def body_contact_terms(sim: Sim, d: mjx.Data, qvel):
+    """
+    Whole-body contacts' weighted normal forces [C], generalised force [nv] and d / d qdot.
+
+    The contacts of :func:`bcg_ros.core.collide.whole_body` under the foot spheres' force
+    law, each scaled by its broad-phase weight; a self-contact acts on both bodies.
+    """
+    c = collide.whole_body(sim.geometry, d.xpos, d.xmat, sim.terrain)
+    mask = jnp.asarray(np.asarray(sim.body_dof_mask, bool), sim.dtype)
+    roots = jnp.asarray(np.asarray(sim.body_root, np.int32))
+    ang, lin = d.cdof[:, :3], d.cdof[:, 3:]
+
+    def jacobian(body):                                                  # [C, nv, 3]
+        offset = c.point - d.subtree_com[roots[body]]
+        return (lin[None] + jnp.cross(ang[None], offset[:, None, :])) * mask[body][..., None]
+
+    jac = jacobian(c.body_a) - jacobian(c.body_b)
+    vel = jnp.einsum('cnk,n->ck', jac, qvel)
+    force, f_n = ct.sphere_forces(c.depth, c.normal, vel, sim.contact)
+    dforce = jax.vmap(jax.jacfwd(lambda dd, n, v: ct.sphere_forces(dd, n, v, sim.contact)[0],
+                                 argnums=2))(c.depth, c.normal, vel)
+    w = c.weight
+    qfrc = jnp.einsum('cnk,ck->n', jac, force * w[:, None])
+    return f_n * w, qfrc, jnp.einsum('cnk,ckl,cml->nm', jac, dforce * w[:, None, None], jac)
+
+
 def substep(sim: Sim, state: SimState, target: jax.Array,
             qfrc_applied: Optional[jax.Array] = None):
     """
     One physics step under joint targets; returns the new state and sphere normal forces.
 
     ``qfrc_applied`` [nv]: an external generalised force (a hand, a gantry), explicit.
+
+    The normal forces are the spheres' [S], then the whole-body contacts' [C] when
+    ``sim.geometry`` is set.
 
     Linearly implicit in velocity: ``(M - dt df/dqdot - dt^2 K) qacc = f - bias + dt K
     qdot``, K the joint-limit springs' d f / d q. The contact's friction and damping, the
@@ -426,6 +502,10 @@ def substep(sim: Sim, state: SimState, target: jax.Array,
     act = np.asarray(sim.act_dof, int)
     d, mass = smooth_dynamics(sim, qpos, qvel)
     f_n, qfrc, dqfrc = contact_terms(sim, d, qvel)
+    if sim.geometry is not None:
+        f_body, qfrc_body, dq_body = body_contact_terms(sim, d, qvel)
+        qfrc, dqfrc = qfrc + qfrc_body, dqfrc + dq_body
+        f_n = jnp.concatenate([f_n, f_body])
     passive, dpassive = passive_force(sim, qvel)
     tau, dtau = pd_torque(sim, qpos, qvel, target)
     qfrc = (qfrc + passive).at[act].add(tau)
@@ -451,14 +531,21 @@ def substep(sim: Sim, state: SimState, target: jax.Array,
 
 
 def observe(sim: Sim, state: SimState, normal_force, normal_impulse) -> StepInfo:
-    """StepInfo of a state (kinematics only) and the step's contact forces."""
+    """
+    StepInfo of a state (kinematics only) and the step's contact forces.
+
+    ``normal_force`` [S + C]: the spheres' then the whole-body contacts' (as
+    :func:`substep` returns them); ``normal_impulse`` [S + C] likewise.
+    """
     d = _empty_data(sim).replace(qpos=state.qpos, qvel=state.qvel)
     d = rigid.kinematics(sim.mjx_model, d)
     centers = body_points(d, sim.sphere_body, sim.sphere_pos)
     depth, _, point = ct.sphere_depth(centers, sim.sphere_radius, sim.terrain)
     keys = body_points(d, sim.key_body, sim.key_pos) if sim.key_body \
         else jnp.zeros((0, 3), sim.dtype)
-    return StepInfo(depth, normal_force, normal_impulse, point, keys, d.xpos)
+    s = len(sim.sphere_body)
+    return StepInfo(depth, normal_force[:s], normal_force[s:], normal_impulse[:s], point, keys,
+                    d.xpos)
 
 
 def _control_step(sim: Sim, state: SimState, action: jax.Array):
@@ -469,7 +556,7 @@ def _control_step(sim: Sim, state: SimState, action: jax.Array):
         s, f_n = substep(sim, s, action)
         return (s, jnp.maximum(f_max, f_n), imp + f_n * sim.config.dt), None
 
-    zeros = jnp.zeros(len(sim.sphere_body), sim.dtype)
+    zeros = jnp.zeros(len(sim.sphere_body) + collide.count(sim.geometry), sim.dtype)
     (state, f_max, imp), _ = jax.lax.scan(body, (state, zeros, zeros), None,
                                           length=sim.config.substeps)
     return state, observe(sim, state, f_max, imp)
