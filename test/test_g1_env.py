@@ -122,6 +122,11 @@ def test_diverged_state_terminates_only_that_env(env, bad):
     # Not the diverged state's depth: no penetration counted for it.
     assert float(out.info['penetration_sum_mm'][1]) == 0.0
     assert float(out.info['penetration_count'][1]) == 0.0
+    # Nothing of it reaches the critic's targets or the discriminator: all finite, zeroed.
+    for name in ('terminal_obs', 'terminal_critic_obs', 'add_delta'):
+        x = np.asarray(out.info[name])
+        assert np.all(np.isfinite(x)) and np.all(x[1] == 0.0), name
+    assert np.all(np.isfinite(np.asarray(out.reward))) and float(out.reward[1]) == 0.0
 
 
 def test_e_track_is_the_evaluators_all_body_error(env):

@@ -171,3 +171,27 @@ def test_privileged_critic_reads_its_own_input():
     pst = ppo.init(ppo.PPOConfig(horizon=8, actor_hidden=(16,), critic_hidden=(16,)), NO_ADD,
                    env, jax.random.PRNGKey(0))
     assert pst.critic[0]['w'].shape[1] == env.obs_size + 3
+
+
+class _BlowsUp(toy_env.ToyEnv):
+    """The toy env with env 0 ending every step in garbage: NaN reward, features, terminal."""
+
+    def step(self, state, action, key):
+        nxt, out = super().step(state, action, key)
+        nan = jnp.float32(jnp.nan)
+        info = dict(out.info, terminated=out.info['terminated'].at[0].set(1.0),
+                    terminal_obs=out.info['terminal_obs'].at[0].set(nan),
+                    add_delta=out.info['add_delta'].at[0].set(nan))
+        return nxt, type(out)(out.obs, out.reward.at[0].set(nan), out.done.at[0].set(1.0),
+                              info)
+
+
+def test_an_env_that_blows_up_skips_the_updates_it_would_poison():
+    """Non-finite rewards and features skip the critic and discriminator fits: no NaN spreads."""
+    env = _BlowsUp(toy_env.ToyEnvConfig(num_envs=4))
+    cfg_add = add.ADDConfig(hidden=(16,), batch_size=32, buffer_size=256)
+    st = shac.init(SMALL, cfg_add, env, jax.random.PRNGKey(0))
+    st2, m = jax.jit(shac.make_iterate(SMALL, cfg_add, env))(st, jax.random.PRNGKey(1), 10)
+    for name in ('actor', 'critic', 'target_critic', 'add'):
+        leaves = [np.asarray(x) for x in jax.tree.leaves(getattr(st2, name))]
+        assert all(np.all(np.isfinite(x)) for x in leaves if x.dtype.kind == 'f'), name

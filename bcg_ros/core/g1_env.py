@@ -458,8 +458,14 @@ class G1Env:
                                        self._velocity_noise(k_vel, s.dr))
         history = jax.vmap(lambda h, f: ct.push_history(h, f, jnp))(s.history, frames)
         nxt = G1State(b, t, frame, action, history, s.dr)
-        terminal_obs = self.observe(nxt)
-        terminal_critic_obs = self.critic_observe(nxt)
+        # A diverged env's state is garbage (NaN or 1e12): its reward, ADD features and
+        # terminal observations are zeroed, so they cannot poison the critic's targets or
+        # the discriminator (NaN x 0 is NaN); it ends as a failure, with no bootstrap.
+        bad = diverged[:, None]
+        terminal_obs = jnp.where(bad, 0.0, self.observe(nxt))
+        terminal_critic_obs = jnp.where(bad, 0.0, self.critic_observe(nxt))
+        reward = jnp.where(diverged, 0.0, reward)
+        delta = jnp.where(bad, 0.0, delta)
         fresh = self._fresh(k_reset)
         nxt = jax.tree.map(
             lambda a, f: jnp.where(done.reshape((-1,) + (1,) * (a.ndim - 1)) > 0, f, a),

@@ -204,8 +204,9 @@ def _rollout(actor, st: SHACState, key, cfg, add_cfg, env, per_env: bool = False
         action = mean + jnp.exp(actor['log_std']) * noise
         env_state, out = env.step(env_state, action, k_env)
         r, r_add = add_mod.total_reward(add_cfg, st.add, out.reward, out.info['add_delta'])
-        boot = (1.0 - out.info['terminated']) * value(
-            env_mod.terminal_critic_obs(env, out.info))
+        # where, not a product: a terminal value that is not finite must not leak in.
+        boot = jnp.where(out.info['terminated'] > 0, 0.0,
+                         value(env_mod.terminal_critic_obs(env, out.info)))
         data = {'obs': jax.lax.stop_gradient(obs), 'cobs': jax.lax.stop_gradient(cobs),
                 'reward': r, 'boot': boot,
                 'done': out.done, 'terminated': out.info['terminated'],
@@ -285,10 +286,18 @@ def make_iterate(cfg: SHACConfig, add_cfg: add_mod.ADDConfig, env):
         flat_cobs = data['cobs'].reshape((-1, env_mod.critic_obs_size(env)))
         critic, critic_opt, critic_loss = _fit_critic(
             cfg, st, flat_cobs, targets.reshape(-1), lr_c, k_critic)
+        # Non-finite targets (an env that blew up) skip the critic's fit, not the run.
+        fit_ok = jnp.isfinite(critic_loss)
+        critic, critic_opt = jax.tree.map(lambda new, old: jnp.where(fit_ok, new, old),
+                                          (critic, critic_opt), (st.critic, st.critic_opt))
         a = cfg.target_alpha
         target = jax.tree.map(lambda t, c: a * t + (1.0 - a) * c, st.target_critic, critic)
         if add_cfg.enabled:
             add_state, add_terms = add_mod.update(add_cfg, st.add, data['add_delta'], k_add)
+            add_ok = jnp.all(jnp.array([jnp.all(jnp.isfinite(x))
+                                        for x in jax.tree.leaves(add_state)]))
+            add_state = jax.tree.map(lambda new, old: jnp.where(add_ok, new, old),
+                                     add_state, st.add)
         else:
             add_state, add_terms = st.add, {}
         new = SHACState(actor, actor_opt, critic, critic_opt, target,
