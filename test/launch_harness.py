@@ -78,7 +78,8 @@ class Domain:
 
     def ros2_for(self, command: str, seconds: float, until: Optional[str] = None,
                  limit: float = 60.0) -> str:
-        """Run a never-ending `ros2 ...` command (topic hz) for ``seconds``; what it printed.
+        """
+        Run a never-ending `ros2 ...` command (topic hz) for ``seconds``; what it printed.
 
         With ``until`` (a regex) it runs on past ``seconds`` until its output matches, at
         most ``limit`` seconds: under load the CLI alone can take seconds to start and to

@@ -95,7 +95,8 @@ def test_a_box_on_the_ground_matches_mujoco(slope):
     if slope:
         ground = T.slope(slope, start=-5.0)
         a = np.radians(slope)
-        tilt = f'<geom type="plane" size="5 5 .1" euler="0 {-slope} 0" pos="0 0 {5.0 * np.tan(a)}"/>'
+        tilt = (f'<geom type="plane" size="5 5 .1" euler="0 {-slope} 0" '
+                f'pos="0 0 {5.0 * np.tan(a)}"/>')
         normal = np.array([-np.sin(a), 0.0, np.cos(a)])
     else:
         ground, tilt, normal = T.from_spec('flat'), '<geom type="plane" size="5 5 .1"/>', \

@@ -98,8 +98,8 @@ def hessian_errors(sim, qs: np.ndarray, directions: np.ndarray, h: float = 1e-5)
         fd = (first(q + h * u, u) - first(q - h * u, u)) / (2 * h)
         return ad, fd
 
-    ad, fd = (np.asarray(x) for x in jax.jit(jax.vmap(both))(jnp.asarray(qs),
-                                                              jnp.asarray(directions)))
+    out = jax.jit(jax.vmap(both))(jnp.asarray(qs), jnp.asarray(directions))
+    ad, fd = (np.asarray(x) for x in out)
     err = np.abs(ad - fd).max(1) / np.maximum(np.abs(ad).max(1), 1.0)
     return np.where(np.all(np.isfinite(ad), 1), err, np.inf)
 

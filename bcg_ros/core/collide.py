@@ -17,8 +17,9 @@ jits, vmaps and differentiates):
   body that drops out of the K had weight 0 (and two zero derivatives) as it left and
   one that enters starts at 0, so forces stay continuous across a change of the set;
   the other kept bodies' weights change slope there, by ``3 x^2 exp(-x^3) / w``, which
-  is nil for a body more than about 3 w below the one left out. Self-collision pairs (the legs' links, left against right) are chosen the
-  same way by the gap between their bounding spheres.
+  is nil for a body more than about 3 w below the one left out. Self-collision pairs
+  (the legs' links, left against right) are chosen the same way by the gap between
+  their bounding spheres.
 - **Narrow phase.** Vertex-SDF contacts: each kept body's surface points in the other
   side's SDF (the terrain's, :func:`bcg_ros.core.sdf.terrain`, or the other body's
   polytope union). Edge-SDF contacts: along each edge, S interior samples and their
@@ -123,7 +124,7 @@ class Contacts:
 
 
 def polytope_corners(normals: np.ndarray, offsets: np.ndarray, tol: float = 1e-7) -> np.ndarray:
-    """Corners [N, 3] of the hard polytope {p : normals . p <= offsets} (planes three at a time)."""
+    """Corners [N, 3] of the polytope {p : normals . p <= offsets}, planes three at a time."""
     m = len(normals)
     tri = np.array([(i, j, k) for i in range(m) for j in range(i + 1, m)
                     for k in range(j + 1, m)]).reshape(-1, 3)
@@ -352,6 +353,6 @@ LEG_LINKS = ('hip_pitch_link', 'hip_roll_link', 'hip_yaw_link', 'knee_link',
 
 
 def g1_leg_pairs(exclude: Sequence[str] = ()) -> Tuple[Tuple[str, str], ...]:
-    """Left-leg against right-leg links (the G1's legs collide with each other), less ``exclude``."""
+    """Left-leg against right-leg links (the G1's legs collide), less ``exclude``."""
     return tuple((f'left_{a}', f'right_{b}') for a in LEG_LINKS for b in LEG_LINKS
                  if f'left_{a}' not in exclude and f'right_{b}' not in exclude)
