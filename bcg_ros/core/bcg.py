@@ -1,16 +1,16 @@
 """
 Bundled Contact Gradients: a drop-in wrapper of the control step.
 
-At a control step where some contact's normal force exceeds ``tau`` at any substep
-(a stiff contact: a foot sphere's, or a whole-body contact's), the env's state is
-split into B branches. Each contacting foot gets its own position and velocity
-offsets, uniform in balls of radius sigma_p and sigma_v, realised through that
-foot's own leg (:func:`perturb_feet`): the floating base and every other limb stay
-as they are, and the foot's orientation is held. The offsets are constants of the backward pass (stop_gradient). The branches
-advance H control steps under the actions the rollout gives (the same for all
-branches); the state the caller sees, which drives policy, reward and critic,
-is the arithmetic mean of the branches, and after H steps the branches collapse
-into that mean. The backward pass therefore averages the branches'
+At a control step where some contact's normal force exceeds ``tau`` at any substep (a
+stiff contact: a foot sphere's, or a whole-body contact's), the env's state is split
+into B branches. Each contacting foot gets its own position and velocity offsets,
+uniform in balls of radius sigma_p and sigma_v, realised through that foot's own leg
+(:func:`perturb_feet`): the floating base and every other limb stay as they are, and
+the foot's orientation is held. The offsets are constants of the backward pass
+(stop_gradient). The branches advance H control steps under the actions the rollout
+gives (the same for all branches); the state the caller sees, which drives policy,
+reward and critic, is the arithmetic mean of the branches, and after H steps the
+branches collapse into that mean. The backward pass therefore averages the branches'
 sensitivities across the stiff contact, while the forward rollout stays stiff.
 
 Per env: only envs that triggered (or are inside a bundle) take the bundle,
