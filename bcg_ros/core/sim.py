@@ -530,12 +530,13 @@ def substep(sim: Sim, state: SimState, target: jax.Array,
     return SimState(integrate_qpos(sim, qpos, qvel, dt), qvel), f_n
 
 
-def observe(sim: Sim, state: SimState, normal_force, normal_impulse) -> StepInfo:
+def observe(sim: Sim, state: SimState, normal_force, normal_impulse,
+            body_force: Optional[jax.Array] = None) -> StepInfo:
     """
     StepInfo of a state (kinematics only) and the step's contact forces.
 
-    ``normal_force`` [S + C]: the spheres' then the whole-body contacts' (as
-    :func:`substep` returns them); ``normal_impulse`` [S + C] likewise.
+    ``normal_force``, ``normal_impulse``: the spheres' [S]; ``body_force``: the
+    whole-body contacts' [C] (zeros when not given).
     """
     d = _empty_data(sim).replace(qpos=state.qpos, qvel=state.qvel)
     d = rigid.kinematics(sim.mjx_model, d)
@@ -543,9 +544,9 @@ def observe(sim: Sim, state: SimState, normal_force, normal_impulse) -> StepInfo
     depth, _, point = ct.sphere_depth(centers, sim.sphere_radius, sim.terrain)
     keys = body_points(d, sim.key_body, sim.key_pos) if sim.key_body \
         else jnp.zeros((0, 3), sim.dtype)
-    s = len(sim.sphere_body)
-    return StepInfo(depth, normal_force[:s], normal_force[s:], normal_impulse[:s], point, keys,
-                    d.xpos)
+    if body_force is None:
+        body_force = jnp.zeros((collide.count(sim.geometry),), sim.dtype)
+    return StepInfo(depth, normal_force, body_force, normal_impulse, point, keys, d.xpos)
 
 
 def _control_step(sim: Sim, state: SimState, action: jax.Array):
@@ -559,7 +560,8 @@ def _control_step(sim: Sim, state: SimState, action: jax.Array):
     zeros = jnp.zeros(len(sim.sphere_body) + collide.count(sim.geometry), sim.dtype)
     (state, f_max, imp), _ = jax.lax.scan(body, (state, zeros, zeros), None,
                                           length=sim.config.substeps)
-    return state, observe(sim, state, f_max, imp)
+    s = len(sim.sphere_body)
+    return state, observe(sim, state, f_max[:s], imp[:s], f_max[s:])
 
 
 def step(sim: Sim, state: SimState, action: jax.Array):
