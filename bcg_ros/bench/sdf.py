@@ -157,7 +157,6 @@ def _mjx_rates(sim, spec: str, qpos: np.ndarray, repeats: int) -> Dict[str, floa
     """MJX collision: contacts per second, forward and forward+backward, on ``qpos`` [N, nq]."""
     import jax
     import jax.numpy as jnp
-    import mujoco
     from mujoco import mjx
 
     m = mjx.put_model(_mjx_model(sim, spec), impl='jax')
@@ -175,7 +174,6 @@ def _mjx_rates(sim, spec: str, qpos: np.ndarray, repeats: int) -> Dict[str, floa
     ncon = int(jax.eval_shape(jax.vmap(collide), q).dist.shape[-1])
     fwd = _median_s(jax.jit(jax.vmap(collide)), (q,), repeats)
     bwd = _median_s(jax.jit(jax.vmap(jax.grad(loss))), (q,), repeats)
-    _ = mujoco
     return {'contacts': ncon, 'fwd': len(q) * ncon / fwd, 'bwd': len(q) * ncon / bwd}
 
 

@@ -248,13 +248,19 @@ def _edge_contacts(phi_fn, ends: jax.Array, samples: int, temperature: float):
     return jnp.einsum('es,esk->ek', w, pts), jnp.sum(w * phi, -1)
 
 
+def _frames(geom: Geometry, xpos: jax.Array, xmat: jax.Array):
+    """Collision bodies' positions [B, 3], rotations [B, 3, 3], bounding-sphere centres."""
+    ids = np.asarray(geom.body)
+    pos, rot = xpos[ids], xmat[ids]
+    return pos, rot, pos + jnp.einsum('bij,bj->bi', rot, geom.center)
+
+
 def terrain_contacts(geom: Geometry, xpos: jax.Array, xmat: jax.Array,
                      ground: contact.Terrain) -> Contacts:
     """Contacts [K (V + E)] of the K bodies nearest the ground, from the bodies' frames."""
     c = geom.config
     ids = np.asarray(geom.body)
-    pos, rot = xpos[ids], xmat[ids]                                           # [B, 3], [B, 3, 3]
-    centers = pos + jnp.einsum('bij,bj->bi', rot, geom.center)
+    pos, rot, centers = _frames(geom, xpos, xmat)
     clearance = sdf.terrain(ground, centers) - geom.radius
     sel, weight = handover_weights(clearance, c.bodies, c.handover)
     p, r = pos[sel], rot[sel]
@@ -275,11 +281,8 @@ def terrain_contacts(geom: Geometry, xpos: jax.Array, xmat: jax.Array,
 
 def _body_sdf(shapes: sdf.PolytopeSet, index: jax.Array, local: jax.Array) -> jax.Array:
     """SDF of collision body ``index`` (traced) at points ``local`` [..., 3] in its frame."""
-    def one(p):
-        return sdf.decomposition(shapes.normals[index], shapes.offsets[index],
-                                 shapes.shift[index], p, shapes.beta, shapes.temperature)
     flat = local.reshape(-1, 3)
-    return jax.vmap(one)(flat).reshape(local.shape[:-1])
+    return jax.vmap(lambda p: shapes.body(index, p))(flat).reshape(local.shape[:-1])
 
 
 @jax.jit
@@ -295,8 +298,7 @@ def self_contacts(geom: Geometry, xpos: jax.Array, xmat: jax.Array) -> Optional[
         return None
     ids = np.asarray(geom.body)
     pa, pb = (np.asarray(x) for x in zip(*geom.pairs))
-    pos, rot = xpos[ids], xmat[ids]
-    centers = pos + jnp.einsum('bij,bj->bi', rot, geom.center)
+    pos, rot, centers = _frames(geom, xpos, xmat)
     gap = (jnp.linalg.norm(centers[pa] - centers[pb], axis=-1)
            - geom.radius[pa] - geom.radius[pb])
     sel, weight = handover_weights(gap, c.pairs, c.handover)
@@ -310,10 +312,12 @@ def self_contacts(geom: Geometry, xpos: jax.Array, xmat: jax.Array) -> Optional[
             verts = _to_world(pos[a], rot[a], geom.vertices[a])
             edges = _to_world(pos[a], rot[a], geom.edges[a])
             pt_e, phi_e = _edge_contacts(phi_b, edges, c.edge_samples, c.edge_temperature)
-            point = jnp.concatenate([verts, pt_e], 0)
-            phi = jnp.concatenate([phi_b(verts), phi_e], 0)
             # The force on a points out of b: b's SDF gradient, in world axes.
-            grad = jax.vmap(jax.grad(lambda x: phi_b(x[None])[0]))(point)
+            phi_one = lambda x: phi_b(x[None])[0]                     # noqa: E731
+            phi_v, grad_v = jax.vmap(jax.value_and_grad(phi_one))(verts)
+            point = jnp.concatenate([verts, pt_e], 0)
+            phi = jnp.concatenate([phi_v, phi_e], 0)
+            grad = jnp.concatenate([grad_v, jax.vmap(jax.grad(phi_one))(pt_e)], 0)
             normal = grad / jnp.linalg.norm(grad, axis=-1, keepdims=True)
             return point, phi, normal
 

@@ -208,8 +208,8 @@ class PolytopeSet:
     temperature: float = field(default=TEMPERATURE, metadata=dict(static=True))
     """Soft-min temperature [m] of the union of a body's pieces."""
 
-    def body(self, index: int, p: jax.Array) -> jax.Array:
-        """SDF of body ``index`` at one point ``p`` [3] in its frame (a reference for tests)."""
+    def body(self, index, p: jax.Array) -> jax.Array:
+        """SDF of body ``index`` (an int, or traced) at one point ``p`` [3] in its frame."""
         return decomposition(self.normals[index], self.offsets[index], self.shift[index], p,
                              self.beta, self.temperature)
 

@@ -363,10 +363,14 @@ def body_points(d: mjx.Data, bodies, local) -> jax.Array:
 
 
 def point_jacobians(sim: Sim, d: mjx.Data, bodies, points) -> jax.Array:
-    """Translational Jacobians [P, nv, 3] of world points rigidly attached to ``bodies``."""
-    b = np.asarray(bodies, int)
-    mask = jnp.asarray(np.asarray(sim.body_dof_mask, bool)[b], sim.dtype)
-    root_com = d.subtree_com[np.asarray(sim.body_root)[b]]
+    """
+    Translational Jacobians [P, nv, 3] of world points rigidly attached to ``bodies``.
+
+    ``bodies`` [P]: body ids, static (a sequence) or traced (an integer array).
+    """
+    b = jnp.asarray(bodies)
+    mask = jnp.asarray(np.asarray(sim.body_dof_mask, bool), sim.dtype)[b]
+    root_com = d.subtree_com[jnp.asarray(np.asarray(sim.body_root, np.int32))[b]]
     offset = points - root_com
     ang, lin = d.cdof[:, :3], d.cdof[:, 3:]
     jac = lin[None] + jnp.cross(ang[None], offset[:, None, :])
@@ -426,17 +430,29 @@ def passive_force(sim: Sim, qvel):
     return force, slope
 
 
+def _point_contacts(sim: Sim, jac, depth, normal, qvel, weight=None):
+    """
+    The contact law at points: normal forces [C], generalised force [nv], d / d qdot.
+
+    ``jac`` [C, nv, 3]: each point's (relative) velocity Jacobian; ``weight`` [C]
+    scales each contact (default 1).
+    """
+    vel = jnp.einsum('cnk,n->ck', jac, qvel)
+    force, f_n = ct.sphere_forces(depth, normal, vel, sim.contact)
+    dforce = jax.vmap(jax.jacfwd(lambda dd, n, v: ct.sphere_forces(dd, n, v, sim.contact)[0],
+                                 argnums=2))(depth, normal, vel)       # [C, 3, 3]
+    if weight is not None:
+        f_n, force, dforce = f_n * weight, force * weight[:, None], dforce * weight[:, None, None]
+    qfrc = jnp.einsum('cnk,ck->n', jac, force)
+    return f_n, qfrc, jnp.einsum('cnk,ckl,cml->nm', jac, dforce, jac)
+
+
 def contact_terms(sim: Sim, d: mjx.Data, qvel):
     """Sphere normal forces [S], generalised contact force [nv], and its d / d qdot [nv, nv]."""
     centers = body_points(d, sim.sphere_body, sim.sphere_pos)
     jac = point_jacobians(sim, d, sim.sphere_body, centers)             # [S, nv, 3]
-    vel = jnp.einsum('snk,n->sk', jac, qvel)
     depth, normal, _ = ct.sphere_depth(centers, sim.sphere_radius, sim.terrain)
-    force, f_n = ct.sphere_forces(depth, normal, vel, sim.contact)
-    dforce = jax.vmap(jax.jacfwd(lambda dd, n, v: ct.sphere_forces(dd, n, v, sim.contact)[0],
-                                 argnums=2))(depth, normal, vel)       # [S, 3, 3]
-    qfrc = jnp.einsum('snk,sk->n', jac, force)
-    return f_n, qfrc, jnp.einsum('snk,skl,sml->nm', jac, dforce, jac)
+    return _point_contacts(sim, jac, depth, normal, qvel)
 
 
 def body_contacts(sim: Sim, qpos: jax.Array) -> collide.Contacts:
@@ -455,22 +471,9 @@ def body_contact_terms(sim: Sim, d: mjx.Data, qvel):
     law, each scaled by its broad-phase weight; a self-contact acts on both bodies.
     """
     c = collide.whole_body(sim.geometry, d.xpos, d.xmat, sim.terrain)
-    mask = jnp.asarray(np.asarray(sim.body_dof_mask, bool), sim.dtype)
-    roots = jnp.asarray(np.asarray(sim.body_root, np.int32))
-    ang, lin = d.cdof[:, :3], d.cdof[:, 3:]
-
-    def jacobian(body):                                                  # [C, nv, 3]
-        offset = c.point - d.subtree_com[roots[body]]
-        return (lin[None] + jnp.cross(ang[None], offset[:, None, :])) * mask[body][..., None]
-
-    jac = jacobian(c.body_a) - jacobian(c.body_b)
-    vel = jnp.einsum('cnk,n->ck', jac, qvel)
-    force, f_n = ct.sphere_forces(c.depth, c.normal, vel, sim.contact)
-    dforce = jax.vmap(jax.jacfwd(lambda dd, n, v: ct.sphere_forces(dd, n, v, sim.contact)[0],
-                                 argnums=2))(c.depth, c.normal, vel)
-    w = c.weight
-    qfrc = jnp.einsum('cnk,ck->n', jac, force * w[:, None])
-    return f_n * w, qfrc, jnp.einsum('cnk,ckl,cml->nm', jac, dforce * w[:, None, None], jac)
+    jac = (point_jacobians(sim, d, c.body_a, c.point)
+           - point_jacobians(sim, d, c.body_b, c.point))                  # [C, nv, 3]
+    return _point_contacts(sim, jac, c.depth, c.normal, qvel, c.weight)
 
 
 def substep(sim: Sim, state: SimState, target: jax.Array,
