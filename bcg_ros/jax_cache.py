@@ -1,7 +1,15 @@
-"""Turn on JAX's persistent compilation cache (G1 compiles take minutes on a CPU)."""
+"""JAX's compile settings: the persistent compilation cache and XLA's CPU flags."""
 
 import os
 import pathlib
+from importlib import metadata
+
+XLA_CPU_FLAGS = ('--xla_cpu_use_fusion_emitters=false',)
+"""XLA flags the project compiles with: XLA's older CPU fusion emitters, with which the
+G1 training step compiles faster and runs as fast (figures in bcg_ros/core/README.md)."""
+XLA_FLAGS_JAXLIB = '0.9.'
+"""The jaxlib versions these flags are known to: an XLA that does not know a flag in
+``$XLA_FLAGS`` aborts the process, so other versions get none."""
 
 
 def cache_dir() -> pathlib.Path:
@@ -10,13 +18,35 @@ def cache_dir() -> pathlib.Path:
     return pathlib.Path(root) / 'jax'
 
 
+def set_xla_flags() -> str:
+    """
+    Add :data:`XLA_CPU_FLAGS` to ``$XLA_FLAGS`` and return it; a flag already set there stays.
+
+    XLA reads the variable once, when JAX first computes, so this acts only before that;
+    ``XLA_FLAGS=--xla_cpu_use_fusion_emitters=true`` keeps XLA's default.
+    """
+    current = os.environ.get('XLA_FLAGS', '')
+    try:
+        known = metadata.version('jaxlib').startswith(XLA_FLAGS_JAXLIB)
+    except metadata.PackageNotFoundError:
+        known = False
+    if known:
+        names = {flag.split('=')[0] for flag in current.split()}
+        extra = [flag for flag in XLA_CPU_FLAGS if flag.split('=')[0] not in names]
+        current = ' '.join([current] + extra).strip()
+        os.environ['XLA_FLAGS'] = current
+    return current
+
+
 def enable_compilation_cache():
     """
-    Point JAX at the persistent cache and cache every compile that takes over 1 s.
+    Set XLA's flags (:func:`set_xla_flags`), point JAX at the persistent cache and cache
+    every compile that takes over 1 s.
 
     Returns the cache folder, or None when ``BCG_ROS_JAX_CACHE=0`` turns the cache
     off (a way out should a cached executable fail to load on some machine).
     """
+    set_xla_flags()
     import jax
 
     if os.environ.get('BCG_ROS_JAX_CACHE', '1').strip().lower() in ('0', 'false', 'no', 'off'):

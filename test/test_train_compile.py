@@ -27,3 +27,22 @@ def test_compile_is_announced_timed_and_summarised(tmp_path, capsys):
     # compile() is once per Trainer: later calls return the time, not a new compile.
     assert trainer.compile() == summary['compile_s']
     assert 'compiling' not in capsys.readouterr().out
+
+
+def test_xla_flags_are_added_and_a_users_setting_stays(monkeypatch):
+    from bcg_ros import jax_cache
+
+    monkeypatch.setattr(jax_cache.metadata, 'version', lambda name: '0.9.2')
+    monkeypatch.setenv('XLA_FLAGS', '--xla_force_host_platform_device_count=2')
+    assert jax_cache.set_xla_flags().split() == ['--xla_force_host_platform_device_count=2',
+                                                 *jax_cache.XLA_CPU_FLAGS]
+    monkeypatch.setenv('XLA_FLAGS', '--xla_cpu_use_fusion_emitters=true')
+    assert jax_cache.set_xla_flags() == '--xla_cpu_use_fusion_emitters=true'
+    # Twice is once.
+    monkeypatch.delenv('XLA_FLAGS')
+    assert jax_cache.set_xla_flags() == jax_cache.set_xla_flags() == \
+        ' '.join(jax_cache.XLA_CPU_FLAGS)
+    # A jaxlib the flags are not known to gets none: XLA aborts on an unknown flag.
+    monkeypatch.setattr(jax_cache.metadata, 'version', lambda name: '0.10.2')
+    monkeypatch.setenv('XLA_FLAGS', '')
+    assert jax_cache.set_xla_flags() == ''
