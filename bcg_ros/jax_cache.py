@@ -40,11 +40,11 @@ def set_xla_flags() -> str:
 
 def enable_compilation_cache():
     """
-    Set XLA's flags (:func:`set_xla_flags`), point JAX at the persistent cache and cache
-    every compile that takes over 1 s.
+    Set XLA's flags and point JAX at the persistent cache, for every compile over 1 s.
 
-    Returns the cache folder, or None when ``BCG_ROS_JAX_CACHE=0`` turns the cache
-    off (a way out should a cached executable fail to load on some machine).
+    The flags are :func:`set_xla_flags`'s. Returns the cache folder, or None when
+    ``BCG_ROS_JAX_CACHE=0`` turns the cache off (a way out should a cached executable
+    fail to load on some machine).
     """
     set_xla_flags()
     import jax
