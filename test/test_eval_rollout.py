@@ -179,6 +179,32 @@ def test_table1_from_a_runs_directory(g, stand, tmp_path, monkeypatch):
     assert '| jump | shac_bcg_k300 | 5000 | 1280000 | 130.5 |' in md2
 
 
+def test_table1_pools_the_seeds_of_one_k(g, stand, tmp_path, monkeypatch):
+    from bcg_ros.eval import evaluator
+    monkeypatch.setattr(evaluator, 'resolve_motion', lambda spec, dt, order='': stand)
+    c = ct.imitation_contract('stand', stand.num_frames)
+    synthetic.save_policy(tmp_path / 'runs' / 'jump' / 'shac_bcg_s0_k300' / 'policy.onnx', c,
+                          extra_metadata={ct.TRAIN_PENETRATION_KEY: '3.0'})
+    synthetic.save_policy(tmp_path / 'runs' / 'jump' / 'shac_bcg_s1_k300' / 'policy.onnx', c,
+                          bias=6.0)
+    rc = cli.main(['table1', '--runs-dir', str(tmp_path / 'runs'), '--motions', 'jump',
+                   '--k', '300', '--method', 'shac_bcg_s0', 'shac_bcg_s1', 'shac_bcg_s2',
+                   '--runs', '2', '--no-plots', '--quiet', '--stop-on-fall'])
+    assert rc == 0
+    md = (tmp_path / 'runs' / 'table1' / 'table1.md').read_text()
+    # The falling seed's two runs add to the standing one's; s2 was never trained.
+    assert '| 300 | 2/4 / ' in md and 'shac_bcg_s2_k300' in md
+    one = json.loads((tmp_path / 'runs' / 'table1' / 'table1.json').read_text())
+    assert one['jump/shac_bcg_s0_k300']['falls'] == 0
+    assert one['jump/shac_bcg_s1_k300']['falls'] == 2
+    # delta-d: the runs-weighted mean over the seeds that have one.
+    a = {'falls': 0, 'runs': 2, 'delta_d_mm': 2.0}
+    b = {'falls': 3, 'runs': 6, 'delta_d_mm': 4.0}
+    assert report.pooled(report.pooled(None, a), b) == {'falls': 3, 'runs': 8,
+                                                       'delta_d_mm': 3.5}
+    assert report.pooled(a, dict(b, delta_d_mm=None))['delta_d_mm'] == 2.0
+
+
 def test_motion_defaults_to_the_one_the_policy_was_trained_on(g, tmp_path):
     """EvalConfig.motion empty: an imitation policy runs on the motion its contract names."""
     from bcg_ros.motion import load_motion

@@ -21,6 +21,7 @@ The tables read trained policies from a directory laid out as::
 trained them); each policy is evaluated on the motion named by its folder::
 
     bcg-eval table1 --runs-dir runs/cpu [--motions run jump fight dance] [--k 50 100 300]
+                    [--method shac_bcg_s0 shac_bcg_s1 shac_bcg_s2]   (seeds pooled per cell)
     bcg-eval table2 --runs-dir runs/cpu [--methods shac_bcg_k300 ppo]
 """
 
@@ -144,7 +145,9 @@ def _table(argv: List[str], which: str) -> int:
     p.add_argument('--motions', nargs='+', default=list(MOTIONS))
     if which == 'table1':
         p.add_argument('--k', type=int, nargs='+', default=list(KS))
-        p.add_argument('--method', default='shac_bcg', help='folder prefix before _k<k>')
+        p.add_argument('--method', nargs='+', default=['shac_bcg'],
+                       help='folder prefix before _k<k>; several (one per training seed, '
+                            'e.g. shac_bcg_s0 shac_bcg_s1) pool their runs in one cell')
     else:
         p.add_argument('--methods', nargs='+', default=['shac_bcg_k300', 'ppo'],
                        help='policy folders to compare')
@@ -152,7 +155,7 @@ def _table(argv: List[str], which: str) -> int:
     _common(p)
     args = p.parse_args(argv)
     root = pathlib.Path(args.runs_dir)
-    cols = ([(k, f'{args.method}_k{k}') for k in args.k] if which == 'table1'
+    cols = ([(k, f'{m}_k{k}') for k in args.k for m in args.method] if which == 'table1'
             else [(m, m) for m in args.methods])
     out = pathlib.Path(args.out or root / which)
     cells, missing, all_results, training = {}, [], {}, {}
@@ -161,7 +164,7 @@ def _table(argv: List[str], which: str) -> int:
             path = root / motion / folder / 'policy.onnx'
             if not path.is_file():
                 missing.append(str(path))
-                cells[(motion, key)] = None
+                cells.setdefault((motion, key), None)
                 continue
             cfg = EvalConfig(policy=str(path), model=args.model, motion=motion,
                              runs=args.runs, rollout=_rollout(args),
@@ -170,7 +173,7 @@ def _table(argv: List[str], which: str) -> int:
                              physics_params=args.physics_params)
             ev = evaluate(cfg, progress=not args.quiet)
             result = report.write(ev, out / motion / folder, plots=not args.no_plots)
-            cells[(motion, key)] = result['summary']
+            cells[(motion, key)] = report.pooled(cells.get((motion, key)), result['summary'])
             all_results[f'{motion}/{folder}'] = result['summary']
             trained = report.training_budget(path.parent / 'summary.json')
             if trained is not None:

@@ -185,6 +185,19 @@ def _json_default(o):
     raise TypeError(f'not JSON serialisable: {type(o).__name__}')
 
 
+def pooled(a: Optional[Mapping], b: Mapping) -> Dict:
+    """
+    One Table 1 cell from two policies' summaries (training seeds of one k): falls and runs
+    add up, delta-d is the runs-weighted mean of those that have one.
+    """
+    if a is None:
+        return dict(b)
+    out = {'falls': a['falls'] + b['falls'], 'runs': a['runs'] + b['runs']}
+    dd = [(s['delta_d_mm'], s['runs']) for s in (a, b) if s.get('delta_d_mm') is not None]
+    out['delta_d_mm'] = (sum(d * n for d, n in dd) / sum(n for _, n in dd)) if dd else None
+    return out
+
+
 def table1_markdown(cells: Mapping, motions: Sequence[str], ks: Sequence[int]) -> str:
     """
     Table 1: falls and delta-d per motion and contact stiffness k.
