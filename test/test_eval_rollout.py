@@ -200,8 +200,8 @@ def test_table1_pools_the_seeds_of_one_k(g, stand, tmp_path, monkeypatch):
     # delta-d: the runs-weighted mean over the seeds that have one.
     a = {'falls': 0, 'runs': 2, 'delta_d_mm': 2.0}
     b = {'falls': 3, 'runs': 6, 'delta_d_mm': 4.0}
-    assert report.pooled(report.pooled(None, a), b) == {'falls': 3, 'runs': 8,
-                                                       'delta_d_mm': 3.5}
+    pooled = report.pooled(report.pooled(None, a), b)
+    assert pooled == {'falls': 3, 'runs': 8, 'delta_d_mm': 3.5}
     assert report.pooled(a, dict(b, delta_d_mm=None))['delta_d_mm'] == 2.0
 
 

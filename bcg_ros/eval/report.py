@@ -187,8 +187,9 @@ def _json_default(o):
 
 def pooled(a: Optional[Mapping], b: Mapping) -> Dict:
     """
-    One Table 1 cell from two policies' summaries (training seeds of one k): falls and runs
-    add up, delta-d is the runs-weighted mean of those that have one.
+    Pool two policies' summaries (training seeds of one k) into one Table 1 cell.
+
+    Falls and runs add up; delta-d is the runs-weighted mean of those that have one.
     """
     if a is None:
         return dict(b)
