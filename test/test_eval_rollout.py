@@ -154,11 +154,16 @@ def test_cli_reports_a_contract_error(tmp_path, capsys):
     assert 'obs_size' in capsys.readouterr().err
 
 
-def test_table1_from_a_runs_directory(g, stand, tmp_path, monkeypatch):
-    # The tables read motions by name; here every name resolves to the held pose.
+@pytest.fixture
+def table_contract(stand, monkeypatch):
+    """The tables read motions by name; here every name resolves to the held pose."""
     from bcg_ros.eval import evaluator
     monkeypatch.setattr(evaluator, 'resolve_motion', lambda spec, dt, order='': stand)
-    c = ct.imitation_contract('stand', stand.num_frames)
+    return ct.imitation_contract('stand', stand.num_frames)
+
+
+def test_table1_from_a_runs_directory(g, table_contract, tmp_path):
+    c = table_contract
     synthetic.save_policy(tmp_path / 'runs' / 'jump' / 'shac_bcg_k300' / 'policy.onnx', c,
                           extra_metadata={ct.TRAIN_PENETRATION_KEY: '3.0'})
     synthetic.save_policy(tmp_path / 'runs' / 'jump' / 'shac_bcg_k50' / 'policy.onnx', c,
@@ -179,10 +184,8 @@ def test_table1_from_a_runs_directory(g, stand, tmp_path, monkeypatch):
     assert '| jump | shac_bcg_k300 | 5000 | 1280000 | 130.5 |' in md2
 
 
-def test_table1_pools_the_seeds_of_one_k(g, stand, tmp_path, monkeypatch):
-    from bcg_ros.eval import evaluator
-    monkeypatch.setattr(evaluator, 'resolve_motion', lambda spec, dt, order='': stand)
-    c = ct.imitation_contract('stand', stand.num_frames)
+def test_table1_pools_the_seeds_of_one_k(g, table_contract, tmp_path):
+    c = table_contract
     synthetic.save_policy(tmp_path / 'runs' / 'jump' / 'shac_bcg_s0_k300' / 'policy.onnx', c,
                           extra_metadata={ct.TRAIN_PENETRATION_KEY: '3.0'})
     synthetic.save_policy(tmp_path / 'runs' / 'jump' / 'shac_bcg_s1_k300' / 'policy.onnx', c,
