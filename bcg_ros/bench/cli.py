@@ -24,6 +24,8 @@ BENCHMARKS = {
     'real2sim': 'Calibration against a hidden robot: parameter recovery, held-out trajectory '
                 'error, data efficiency.',
     'sdf': 'Whole-body G1 contacts from smooth SDFs: contacts/s against MJX, Hessian error.',
+    'gnn': 'Few-shot real-to-sim on a box scene: calibration, a learned GNN simulator, '
+           'held-out error and control through it.',
 }
 
 
