@@ -15,7 +15,7 @@ from bcg_ros import rotation
 from bcg_ros.real2sim import boxes, gnn
 
 CFG = gnn.GNNConfig(latent=32, hidden=32, steps=2, batch=64, iterations=500,
-                    learning_rate=3e-3)
+                    learning_rate=3e-3, noise_pos=0.0, noise_vel=0.003, noise_angvel=0.02)
 
 
 def _apart() -> np.ndarray:

@@ -25,9 +25,10 @@ pusher), edges every ordered pair of them; the floor is a node feature. One step
   imposed, not learned.
 
 Training (:func:`train`) is one-step regression of the accelerations on transitions of
-many trajectories, with Gaussian noise added to the input velocities and the target
-corrected to still reach the true next velocity, so that the model learns to undo its
-own drift in long rollouts. :func:`rollout` scans the step over an action sequence and
+many trajectories, with Gaussian noise added to the input positions and velocities (at
+least a measured log's, whose states start its rollouts) and the target corrected to
+still reach the true next velocity, so that the model learns to undo its own drift in
+long rollouts. :func:`rollout` scans the step over an action sequence and
 differentiates through it (``jax.grad`` of anything of the rollout).
 """
 
@@ -63,9 +64,11 @@ class GNNConfig:
     """The collision surrogate's margin beyond the bounding spheres [m]."""
     width: float = 0.02
     """The collision surrogate's softness [m]."""
-    noise_vel: float = 0.003
-    """Std of the training noise on the input linear velocities [m/s]."""
-    noise_angvel: float = 0.02
+    noise_pos: float = 0.001
+    """Std of the training noise on the input positions [m] (a measured log's order)."""
+    noise_vel: float = 0.02
+    """... on the input linear velocities [m/s], twice a measured log's."""
+    noise_angvel: float = 0.1
     """... and on the input angular velocities [rad/s]."""
     batch: int = 256
     iterations: int = 20000
@@ -228,11 +231,15 @@ def transitions(trajs: Sequence[boxes.Trajectory]) -> Tuple[np.ndarray, np.ndarr
 
 
 def _noisy(key: jax.Array, s: jax.Array, cfg: GNNConfig) -> jax.Array:
-    k1, k2 = jax.random.split(key)
-    noise = jnp.concatenate([cfg.noise_vel * jax.random.normal(k1, s.shape[:-1] + (3,)),
-                             cfg.noise_angvel * jax.random.normal(k2, s.shape[:-1] + (3,))], -1)
-    noise = noise.at[..., -1, 2:].set(0.0)                     # the pusher: x, y only
-    return s.at[..., 7:13].add(noise)
+    """Return states with the training noise on positions and velocities (pusher: x, y)."""
+    k = jax.random.split(key, 3)
+    shape = s.shape[:-1] + (3,)
+    noise = jnp.concatenate([cfg.noise_pos * jax.random.normal(k[0], shape),
+                             jnp.zeros(s.shape[:-1] + (4,)),
+                             cfg.noise_vel * jax.random.normal(k[1], shape),
+                             cfg.noise_angvel * jax.random.normal(k[2], shape)], -1)
+    noise = noise.at[..., -1, 2:].set(0.0)
+    return s + noise
 
 
 def fit_stats(s: np.ndarray, a: np.ndarray, n: np.ndarray, cfg: GNNConfig) -> Stats:
