@@ -527,8 +527,8 @@ def mjx_rollout(params: BoxParams, iterations: int = 1):
 class PushTask:
     """Push box 0 to a goal: the control task through a differentiable simulator."""
 
-    steps: int = 100
-    """Control steps (2 s)."""
+    steps: int = 150
+    """Control steps (3 s)."""
     distance: float = 0.4
     """How far the goal is from box 0's start [m]."""
     reach_weight: float = 0.1
@@ -540,10 +540,16 @@ class PushTask:
 
 
 def push_start(rng: np.random.Generator, task: PushTask) -> Tuple[np.ndarray, np.ndarray]:
-    """Return a start state [B, 13] (boxes on the floor) and box 0's goal [2]."""
+    """
+    Return a start state [B, 13] (boxes on the floor) and box 0's goal [2].
+
+    The pusher starts 0.3 m from box 0 in a random direction, the goal lies
+    ``task.distance`` away from it in another: the pusher may have to go round the box.
+    """
     state = random_layout(rng, drop=False)
-    ang = rng.uniform(-np.pi, np.pi)
-    goal = state[0, :2] + task.distance * np.array([np.cos(ang), np.sin(ang)])
+    a, b = rng.uniform(-np.pi, np.pi, 2)
+    state[-1, :2] = state[0, :2] + 0.3 * np.array([np.cos(a), np.sin(a)])
+    goal = state[0, :2] + task.distance * np.array([np.cos(b), np.sin(b)])
     return state, goal
 
 
