@@ -147,7 +147,8 @@ def run(args) -> int:
             mine = np.asarray(forward(np.asarray(s0, np.float32), np.asarray(u, np.float32)))
             own.append(float(np.linalg.norm(mine[-1, 0, :2] - goal)))
         ok = sum(d < task.success for d in dists)
-        print(f'| {label} | ' + ', '.join(f'{100 * d:.1f}' for d in own) + ' | ' +
+        print(f'| {label} | ' + ', '.join(f'{100 * d:.1f}' if np.isfinite(d) else 'diverged'
+                                          for d in own) + ' | ' +
               ', '.join(f'{100 * d:.1f}' for d in dists) +
               f' | {ok}/{len(dists)} | {time.monotonic() - t0:.0f} |', flush=True)
     untouched = [float(np.linalg.norm(s0[0, :2] - g)) for s0, g in tasks]

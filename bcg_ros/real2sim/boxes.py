@@ -569,7 +569,8 @@ def optimise_push(rollout_fn, state0: np.ndarray, goal: np.ndarray, task: PushTa
 
     ``inits`` runs from random small commands, each ``iterations`` Adam steps on
     :func:`push_loss` (commands kept within +-MAX_SPEED); returns the commands of the
-    run of least loss (in ``rollout_fn``'s own simulator) and every run's final loss.
+    run of least loss (in ``rollout_fn``'s own simulator; the first where every loss is
+    NaN) and every run's final loss.
     """
     import jax
     import jax.numpy as jnp
@@ -593,4 +594,6 @@ def optimise_push(rollout_fn, state0: np.ndarray, goal: np.ndarray, task: PushTa
         u = jnp.clip(optax.apply_updates(u, upd), -MAX_SPEED, MAX_SPEED)
     losses, _ = grad(u)
     losses = np.asarray(losses)
+    if np.all(np.isnan(losses)):      # every rollout diverged: nothing to choose from
+        return np.asarray(u[0]), losses
     return np.asarray(u[int(np.nanargmin(losses))]), losses
