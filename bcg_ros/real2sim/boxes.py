@@ -170,19 +170,9 @@ class Trajectory:
     def __len__(self) -> int:
         return len(self.action)
 
-    def state(self, t: int) -> np.ndarray:
-        """Return the state at step ``t`` as [B, 13] (pos, quat, vel, angvel)."""
-        return np.concatenate([self.pos[t], self.quat[t], self.vel[t], self.angvel[t]], -1)
-
     def states(self) -> np.ndarray:
         """Return every state, [T + 1, B, 13]."""
         return np.concatenate([self.pos, self.quat, self.vel, self.angvel], -1)
-
-    def window(self, start: int, length: int) -> 'Trajectory':
-        """Return steps ``start`` to ``start + length``."""
-        s = slice(start, start + length + 1)
-        return Trajectory(self.pos[s], self.quat[s], self.vel[s], self.angvel[s],
-                          self.action[start:start + length])
 
 
 def _get_state(m: mujoco.MjModel, d: mujoco.MjData) -> np.ndarray:
@@ -218,15 +208,8 @@ def _set_state(m: mujoco.MjModel, d: mujoco.MjData, state: np.ndarray) -> None:
 
 def simulate(m: mujoco.MjModel, state0: np.ndarray, actions: np.ndarray) -> np.ndarray:
     """Return the states [T + 1, B, 13] of the scene from ``state0`` under ``actions`` [T, 2]."""
-    d = mujoco.MjData(m)
-    _set_state(m, d, state0)
-    substeps = int(round(CONTROL_DT / m.opt.timestep))
-    out = [_get_state(m, d)]
-    for a in np.asarray(actions):
-        d.ctrl[:] = a
-        mujoco.mj_step(m, d, nstep=substeps)
-        out.append(_get_state(m, d))
-    return np.stack(out)
+    replay = iter(np.asarray(actions, dtype=np.float64))
+    return run_controller(m, state0, lambda state: next(replay), len(actions)).states()
 
 
 def trajectory(states: np.ndarray, actions: np.ndarray) -> Trajectory:
