@@ -453,3 +453,24 @@ def test_sensor_noise_reaches_the_policy_and_its_estimator_at_the_robots_levels(
         RolloutConfig(sensor_noise=-1.0)
     with pytest.raises(ValueError, match='SensorNoise.gyro'):
         SensorNoise(gyro=float('nan'))
+
+
+def test_hold_runs_on_past_the_clip_with_its_last_frame(g, stand, zeros_policy):
+    # policy_node holds the reference at the clip's last frame once it is over; --hold
+    # judges that too: 0.2 s (10 policy steps) past the end, against the last frame.
+    import dataclasses
+    from bcg_ros.eval import metrics
+    run = run_once(zeros_policy, g, 0, dataclasses.replace(QUIET, hold=0.2), stand)
+    n = stand.num_frames - 1
+    assert len(run.time) == n + 10
+    assert run.time[-1] == pytest.approx((n + 10) * g1.CONTROL_DT)
+    assert run.frame[n - 1:].tolist() == [n] * 11
+    assert np.isfinite(metrics.run_metrics(run, stand)['e_track_cm'])
+    with pytest.raises(ValueError, match='hold'):
+        RolloutConfig(hold=-1.0)
+    from bcg_ros.eval.render import RenderConfig
+    ev = evaluate(EvalConfig(runs=1, rollout=dataclasses.replace(QUIET, hold=0.2),
+                             baselines=(), render=RenderConfig(filmstrip=False)),
+                  motion=stand, policy=zeros_policy)
+    assert ev.per_run[0]['duration'] == pytest.approx((n + 10) * g1.CONTROL_DT)
+    assert "0.2 s past the clip's end" in report.markdown(ev.to_dict())

@@ -23,7 +23,8 @@ from bcg_ros.core.g1_env import G1Env, G1EnvConfig, ImitationRewardConfig
 @pytest.fixture(scope='module')
 def env():
     # Residual actions and the dense tracking terms on: a zero action replays the clip.
-    cfg = G1EnvConfig(num_envs=2, motion='run', episode_length=5,
+    # Random starts leave 16 frames, so only a test that moves the frame sees the hold.
+    cfg = G1EnvConfig(num_envs=2, motion='run', episode_length=5, hold_end=2,
                       bcg=bcg_mod.BCGConfig(enabled=False), residual=True,
                       imitation=ImitationRewardConfig(pose_weight=1.0, joint_vel_weight=1.0,
                                                       key_weight=1.0, root_weight=1.0,
@@ -88,6 +89,29 @@ def test_step_truncates_at_the_episode_length_and_resets(env):
     # The observation returned is the fresh episode's; terminal_obs is the finished one's.
     np.testing.assert_allclose(np.asarray(out.obs), np.asarray(env.observe(st)))
     assert not np.allclose(np.asarray(out.info['terminal_obs']), np.asarray(out.obs))
+
+
+def test_episode_holds_the_last_frame_then_truncates(env):
+    """At the clip's end the reference stays at its last frame for hold_end steps."""
+    st = env.jit_reset(jax.random.PRNGKey(4))
+    last = env.num_frames - 1
+    sim_state = simulator.SimState(jnp.tile(env.ref_qpos[last - 1], (2, 1)),
+                                   jnp.tile(env.ref_qvel[last - 1], (2, 1)))
+    st = dataclasses.replace(st, frame=jnp.full((2,), last - 1, jnp.int32),
+                             bcg=dataclasses.replace(st.bcg, sim=sim_state))
+    a = jnp.zeros((2, env.action_size))
+    done, truncated = [], []
+    for i in range(4):
+        st, out = env.jit_step(st, a, jax.random.PRNGKey(20 + i))
+        done.append(np.asarray(out.done).tolist())
+        truncated.append(np.asarray(out.info['truncated']).tolist())
+        if i < 2:
+            assert np.asarray(st.frame).tolist() == [last, last]
+            assert np.asarray(st.held).tolist() == [i + 1, i + 1]
+    # One step to reach the last frame, two held there, the third past the hold ends it.
+    assert done == [[0.0, 0.0], [0.0, 0.0], [1.0, 1.0], [0.0, 0.0]]
+    assert truncated[2] == [1.0, 1.0], 'the end of a hold is a truncation, not a failure'
+    assert np.all(np.asarray(st.held) == 0)
 
 
 def test_low_root_terminates_only_that_env(env):

@@ -109,7 +109,11 @@ class G1EnvConfig:
     motion: str = 'run'
     """Reference motion: a built-in clip (run, jump, fight, dance) or a motion file."""
     episode_length: int = 0
-    """Control steps before truncation; 0: until the end of the clip."""
+    """Control steps before truncation; 0: until the end of the clip (and its hold)."""
+    hold_end: int = 0
+    """Control steps an episode runs on at the clip's last frame before truncation, the
+    reference held there as policy_node holds it once its clip is over: a policy that never
+    saw the end of its clip has only the critic's guess of what comes after it."""
     sim: simulator.SimConfig = field(default_factory=simulator.SimConfig)
     """Differentiable simulator (contact stiffness ``sim.contact.k``)."""
     bcg: bcg_mod.BCGConfig = field(default_factory=bcg_mod.BCGConfig)
@@ -201,6 +205,8 @@ class G1State:
     history: tuple
     """Per observation term [B, history, size], oldest first."""
     dr: DomainParams
+    held: jax.Array
+    """[B] control steps spent at the clip's last frame (``hold_end``)."""
 
 
 class G1Env:
@@ -246,7 +252,7 @@ class G1Env:
         self.num_frames = m.num_frames
         if self.num_frames <= ct.REF_FUTURE + 2:
             raise ValueError(f'motion {m.name!r}: {self.num_frames} frames, too short to imitate')
-        self.episode_length = (config.episode_length or self.num_frames - 1)
+        self.episode_length = (config.episode_length or self.num_frames - 1 + config.hold_end)
         self.obs_size = self._contract.obs_size
         self.critic_obs_size = self.obs_size + (PRIVILEGED_SIZE if config.privileged_critic
                                                 else 0)
@@ -369,7 +375,7 @@ class G1Env:
         frames = jax.vmap(self._frame)(qpos, qvel, zeros, frame, self._velocity_noise(k_vel, dr))
         history = jax.vmap(lambda f: ct.init_history(self._contract, f, jnp))(frames)
         return G1State(bcg_mod.init_batch(self.sim, c.bcg, sim_state), jnp.zeros((n,), jnp.int32),
-                       frame.astype(jnp.int32), zeros, history, dr)
+                       frame.astype(jnp.int32), zeros, history, dr, jnp.zeros((n,), jnp.int32))
 
     def reset(self, key) -> G1State:
         """Return the batched state of ``num_envs`` fresh episodes."""
@@ -451,13 +457,14 @@ class G1Env:
                      & jnp.all(jnp.abs(qvel) <= c.max_speed, -1))   # NaN fails <=
         terminated = ((qpos[:, 2] < c.min_root_height) | (key_err > c.max_track_error)
                       | diverged).astype(qpos.dtype)
-        ended = (t >= self.episode_length) | (frame >= self.num_frames - 1)
+        held = jnp.where(frame >= self.num_frames - 1, s.held + 1, 0)
+        ended = (t >= self.episode_length) | (held > c.hold_end)
         truncated = (1.0 - terminated) * ended.astype(qpos.dtype)
         done = jnp.maximum(terminated, truncated)
         frames = jax.vmap(self._frame)(qpos, qvel, action, frame,
                                        self._velocity_noise(k_vel, s.dr))
         history = jax.vmap(lambda h, f: ct.push_history(h, f, jnp))(s.history, frames)
-        nxt = G1State(b, t, frame, action, history, s.dr)
+        nxt = G1State(b, t, frame, action, history, s.dr, held)
         # A diverged env's state is garbage (NaN or 1e12): its reward, ADD features and
         # terminal observations are zeroed, so they cannot poison the critic's targets or
         # the discriminator (NaN x 0 is NaN); it ends as a failure, with no bootstrap.

@@ -53,6 +53,9 @@ def _common(p: argparse.ArgumentParser):
     p.add_argument('--seed', type=int, default=0, help='run i uses seed + i')
     p.add_argument('--duration', type=float, default=0.0,
                    help='simulated seconds per run (default: the motion, or 10 s)')
+    p.add_argument('--hold', type=float, default=0.0,
+                   help='seconds a run goes on past the end of its clip, the reference held '
+                        'at its last frame as policy_node holds it (default 0)')
     p.add_argument('--push-interval', type=float, default=0.0,
                    help='seconds between random pushes (default: none)')
     p.add_argument('--push-velocity', type=float, default=0.5, help='push size [m/s]')
@@ -83,7 +86,7 @@ def _common(p: argparse.ArgumentParser):
 
 
 def _rollout(args) -> RolloutConfig:
-    return RolloutConfig(duration=args.duration, push_interval=args.push_interval,
+    return RolloutConfig(duration=args.duration, hold=args.hold, push_interval=args.push_interval,
                          push_velocity=args.push_velocity, stop_on_fall=args.stop_on_fall,
                          sim_dt=args.sim_dt, seed=args.seed, sensor_noise=args.sensor_noise)
 

@@ -107,7 +107,7 @@ def run_once(policy: Union[Policy, Baseline], seed: int, motion: Motion,
         if np.any(depth > 0):
             depths.append(depth[depth > 0])
         rows['time'].append((t + 1) * c.control_dt)
-        rows['frame'].append(t + 1)
+        rows['frame'].append(min(t + 1, motion.num_frames - 1))
         rows['root_pos'].append(qp[:3])
         rows['root_quat'].append(qp[3:7])
         rows['root_lin_vel'].append(qv[:3])

@@ -63,7 +63,11 @@ def markdown(result: Mapping) -> str:
     if result.get('physics_params'):
         lines.append(f'- physical parameters `{result["physics_params"]}` (MuJoCo\'s robot '
                      'differs from the model file: bcg_ros.robot.physics)')
-    noise = (result.get('config') or {}).get('rollout', {}).get('sensor_noise', 0.0)
+    rollout = (result.get('config') or {}).get('rollout', {})
+    if rollout.get('hold'):
+        lines.append(f"- each run goes on {rollout['hold']:g} s past the clip's end, the "
+                     'reference held at its last frame')
+    noise = rollout.get('sensor_noise', 0.0)
     if noise:
         lines.append(f"- sensor noise {noise:g} x a G1's on what the policy and its estimator "
                      'read (bcg_ros.robot.sensors)')

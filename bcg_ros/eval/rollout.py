@@ -40,6 +40,9 @@ class RolloutConfig:
     """Simulated seconds per run; 0: the motion's length, or velocity_duration."""
     velocity_duration: float = 10.0
     """Simulated seconds per run of a velocity policy when duration is 0."""
+    hold: float = 0.0
+    """Seconds a run goes on past its clip's end, the reference held at the last frame as
+    policy_node holds it: does the robot stay up once its motion is over?"""
     sim_dt: float = g1.SIM_DT
     """Physics step [s], the training simulator's by default; 0: the model file's own."""
     joint_noise: float = 0.02
@@ -68,7 +71,7 @@ class RolloutConfig:
 
     def __post_init__(self):
         """Reject values that cannot describe a run, naming the field."""
-        for name in ('duration', 'velocity_duration', 'sim_dt', 'joint_noise',
+        for name in ('duration', 'velocity_duration', 'hold', 'sim_dt', 'joint_noise',
                      'root_vel_noise', 'push_interval', 'push_velocity', 'sensor_noise'):
             if getattr(self, name) < 0:
                 raise ValueError(f'RolloutConfig.{name} must be >= 0, got {getattr(self, name)}')
@@ -353,11 +356,11 @@ def num_steps(control_dt: float, config: RolloutConfig, motion: Optional[Motion]
     """
     Control steps a run lasts unless it ends early.
 
-    With ``motion`` (at the control rate): its frames less one, at most
+    With ``motion`` (at the control rate): its frames less one and ``config.hold``, at most
     ``config.duration``; without: ``config.duration`` or ``velocity_duration``.
     """
     if motion is not None:
-        n = motion.num_frames - 1
+        n = motion.num_frames - 1 + int(round(config.hold / control_dt))
         return min(n, int(round(config.duration / control_dt))) if config.duration > 0 else n
     return int(round((config.duration or config.velocity_duration) / control_dt))
 
@@ -505,7 +508,7 @@ def run_once(policy: Union[Policy, Baseline], g: G1Model, seed: int,
             mujoco.mj_kinematics(m, d)
             key = robot.key_pos(d)
             rows['time'].append((step + 1) * c.control_dt)
-            rows['frame'].append(step + 1 if motion is not None else -1)
+            rows['frame'].append(min(step + 1, motion.num_frames - 1) if motion is not None else -1)
             rows['root_pos'].append(d.qpos[:3].copy())
             rows['root_quat'].append(d.qpos[3:7].copy())
             rows['root_lin_vel'].append(d.qvel[:3].copy())
