@@ -6,6 +6,8 @@ simulator, trained for a few hundred iterations on a few runs, is shared by the 
 (its compiles take about a minute on a CPU).
 """
 
+import dataclasses
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -155,3 +157,16 @@ def test_gnn_bench_prints_recovery_errors_control_and_the_ratio(tmp_path, capsys
     ratio = float(out.strip().splitlines()[-1].split('learned_sim_error_ratio: ')[1])
     assert np.isfinite(ratio) and ratio > 0
     assert (tmp_path / 'learned_sim.npz').is_file() and (tmp_path / 'held_out.npz').is_file()
+
+
+def test_pushforward_windows_stay_in_their_run_and_training_learns(data):
+    starts = gnn.window_starts(data[:3], 4)
+    lengths = [len(t.action) for t in data[:3]]
+    assert len(starts) == sum(n - 4 for n in lengths)
+    ends = np.cumsum(lengths)
+    for i in starts:
+        run = np.searchsorted(ends, i, side='right')
+        assert i + 4 < ends[run], 'a window reaches into the next run'
+    cfg = dataclasses.replace(CFG, iterations=200, pushforward=3)
+    tr = gnn.train(data, cfg)
+    assert np.all(np.isfinite(tr.losses)) and tr.losses[-1] < 0.8 * tr.losses[0]

@@ -36,6 +36,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument('--seed', type=int, default=11, help='draws the hidden scene (default 11)')
     p.add_argument('--iterations', type=int, default=0,
                    help='learned simulator training iterations (default 15000, --quick 200)')
+    p.add_argument('--pushforward', type=int, default=0,
+                   help='train on states the learned simulator reaches by itself, up to this '
+                        'many steps on (GNNConfig.pushforward; default 0: one-step training)')
     p.add_argument('--synthetic', type=int, default=0,
                    help='synthetic runs of 5 s to train on (default 400, --quick 16)')
     p.add_argument('--starts', type=int, default=0,
@@ -85,11 +88,13 @@ def run(args) -> int:
         data = boxes.generate(calibrated, count, steps, seed=1000 * args.seed + 3)
         print(f'{count} synthetic runs of {steps * boxes.CONTROL_DT:.0f} s of the calibrated '
               f'scene in {time.monotonic() - t0:.0f} s', flush=True)
-        cfg = gnn.GNNConfig(iterations=args.iterations or (200 if quick else 15000))
+        cfg = gnn.GNNConfig(iterations=args.iterations or (200 if quick else 15000),
+                            pushforward=args.pushforward)
         trained = gnn.train(data, cfg, log=lambda line: print(line, flush=True))
         gnn.save(trained, out / 'learned_sim.npz')
         print(f'learned simulator trained in {trained.seconds:.0f} s '
-              f'({cfg.iterations} iterations of {cfg.batch} transitions)\n', flush=True)
+              f'({cfg.iterations} iterations of {cfg.batch} transitions, pushforward '
+              f'{cfg.pushforward})\n', flush=True)
 
     print(f'hidden scene: seed {args.seed}; calibration logs {sets[-1]} x {seconds:.0f} s, '
           f'held out {len(held)} x {seconds:.0f} s\n')

@@ -70,6 +70,10 @@ class GNNConfig:
     """... on the input linear velocities [m/s], twice a measured log's."""
     noise_angvel: float = 0.1
     """... and on the input angular velocities [rad/s]."""
+    pushforward: int = 0
+    """Up to this many steps (drawn per sample) the learned simulator rolls a noisy training
+    state on by itself, without gradient, before the one-step loss: it learns from the
+    states its own rollouts reach, not only from logged ones (0: one-step training)."""
     batch: int = 256
     iterations: int = 20000
     learning_rate: float = 1e-3
@@ -230,6 +234,16 @@ def transitions(trajs: Sequence[boxes.Trajectory]) -> Tuple[np.ndarray, np.ndarr
     return s, a, n
 
 
+def window_starts(trajs: Sequence[boxes.Trajectory], steps: int) -> np.ndarray:
+    """Return the indices into :func:`transitions` whose next ``steps`` stay in their run."""
+    starts, offset = [], 0
+    for t in trajs:
+        n = len(t.action)
+        starts.append(offset + np.arange(max(n - steps, 0)))
+        offset += n
+    return np.concatenate(starts)
+
+
 def _noisy(key: jax.Array, s: jax.Array, cfg: GNNConfig) -> jax.Array:
     """Return states with the training noise on positions and velocities (pusher: x, y)."""
     k = jax.random.split(key, 3)
@@ -290,11 +304,18 @@ def train(trajs: Sequence[boxes.Trajectory], cfg: GNNConfig = GNNConfig(),
     opt = optax.adam(optax.cosine_decay_schedule(cfg.learning_rate, cfg.iterations, 0.01))
     opt_state = opt.init(params)
     s_d, a_d, n_d = jnp.asarray(s), jnp.asarray(a), jnp.asarray(n)
+    starts = jnp.asarray(window_starts(trajs, cfg.pushforward))
 
     def loss_fn(p, key):
-        idx = jax.random.randint(key, (cfg.batch,), 0, s_d.shape[0])
-        k_noise = jax.random.fold_in(key, 1)
-        x = _noisy(k_noise, s_d[idx], cfg)
+        idx = starts[jax.random.randint(key, (cfg.batch,), 0, starts.shape[0])]
+        x = _noisy(jax.random.fold_in(key, 1), s_d[idx], cfg)
+        ahead = jax.random.randint(jax.random.fold_in(key, 2), (cfg.batch,), 0,
+                                   cfg.pushforward + 1)
+        frozen = jax.lax.stop_gradient(p)
+        for j in range(cfg.pushforward):
+            on = jax.vmap(lambda xi, ai: step(frozen, stats_j, cfg, xi, ai))(x, a_d[idx + j])
+            x = jnp.where((j < ahead)[:, None, None], on, x)
+        idx = idx + ahead
         target = (jax.vmap(_targets)(x, n_d[idx]) - stats_j.acc_mean) / stats_j.acc_std
 
         def one(xi, ai):

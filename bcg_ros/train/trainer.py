@@ -38,8 +38,9 @@ RESUMABLE_CHANGES = ('run.iterations', 'run.max_minutes', 'run.progress_bar', 'r
 work runs (``g1.bcg.max_bundled`` changes the gradient only for a bundle dropped for want of
 a slot, which the history counts), how noisy the observed base velocity is (a policy
 taken on with more noise, to stand the estimator's errors, keeps its network and state),
-how long an episode runs on at the clip's end, and the ground and what collides with it (a policy taken on from flat ground to a
-terrain, with whole-body contacts: its observations and actions are the same)."""
+how long an episode runs on at the clip's end, and the ground and what collides with it
+(a policy taken on from flat ground to a terrain, with whole-body contacts: its
+observations and actions are the same)."""
 
 
 def compiling_message() -> str:
