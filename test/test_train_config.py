@@ -40,6 +40,7 @@ def test_overrides_by_dotted_name_are_typed():
     ('run.algo=sac', ['run.algo']),
     ('run.max_minutes=-1', ['run.max_minutes']),
     ('g1.bcg.branches=0', ['g1.bcg.branches']),
+    ('g1.hold_end=-1', ['g1.hold_end', '>= 0']),
     ('shac=1', ['shac', 'section']),
 ])
 def test_bad_overrides_name_the_field(item, words):

@@ -242,6 +242,9 @@ def check_config(cfg: TrainConfig):
                           f'{cfg.run.max_minutes}')
     if cfg.run.checkpoint_every < 1:
         raise ConfigError(f'run.checkpoint_every: must be >= 1, got {cfg.run.checkpoint_every}')
+    for name in ('episode_length', 'hold_end'):
+        if getattr(cfg.g1, name) < 0:
+            raise ConfigError(f'g1.{name}: must be >= 0, got {getattr(cfg.g1, name)}')
     bad = [f for f in cfg.run.keep_checkpoints if not 0.0 <= f <= 1.0]
     if bad:
         raise ConfigError(f'run.keep_checkpoints: fractions of run.iterations in [0, 1], got '
