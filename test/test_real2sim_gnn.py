@@ -159,7 +159,7 @@ def test_gnn_bench_prints_recovery_errors_control_and_the_ratio(tmp_path, capsys
     assert (tmp_path / 'learned_sim.npz').is_file() and (tmp_path / 'held_out.npz').is_file()
 
 
-def test_pushforward_windows_stay_in_their_run_and_training_learns(data):
+def test_pushforward_windows_stay_in_their_run_and_training_learns_and_goes_on(data):
     starts = gnn.window_starts(data[:3], 4)
     lengths = [len(t.action) for t in data[:3]]
     assert len(starts) == sum(n - 4 for n in lengths)
@@ -170,3 +170,9 @@ def test_pushforward_windows_stay_in_their_run_and_training_learns(data):
     cfg = dataclasses.replace(CFG, iterations=200, pushforward=3)
     tr = gnn.train(data, cfg)
     assert np.all(np.isfinite(tr.losses)) and tr.losses[-1] < 0.8 * tr.losses[0]
+    # Going on from it keeps its normalisation and starts where it left off.
+    more = gnn.train(data, dataclasses.replace(cfg, iterations=100), start=tr)
+    assert more.stats is tr.stats
+    assert more.losses[0] < 0.8 * tr.losses[0]
+    with pytest.raises(ValueError, match='latent'):
+        gnn.train(data, dataclasses.replace(cfg, latent=16), start=tr)

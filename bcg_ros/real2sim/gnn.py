@@ -292,15 +292,30 @@ _rollout_jit = jax.jit(rollout, static_argnums=(2,))
 
 
 def train(trajs: Sequence[boxes.Trajectory], cfg: GNNConfig = GNNConfig(),
-          log: Optional[Callable[[str], None]] = None) -> Trained:
-    """Train the learned simulator on trajectories' transitions (Adam, cosine decay)."""
+          log: Optional[Callable[[str], None]] = None,
+          start: Optional[Trained] = None) -> Trained:
+    """
+    Train the learned simulator on trajectories' transitions (Adam, cosine decay).
+
+    ``start``: go on from this simulator (its parameters and normalisation; its
+    architecture must be ``cfg``'s) with a fresh schedule, instead of a new one.
+    """
     t0 = time.time()
     s, a, n = transitions(trajs)
-    stats = fit_stats(s, a, n, cfg)
-    stats_j = Stats(*(jnp.asarray(v, jnp.float32) for v in asdict(stats).values()))
     key = jax.random.PRNGKey(cfg.seed)
     key, k_init = jax.random.split(key)
-    params = init(k_init, cfg)
+    if start is None:
+        stats = fit_stats(s, a, n, cfg)
+        stats_j = Stats(*(jnp.asarray(v, jnp.float32) for v in asdict(stats).values()))
+        params = init(k_init, cfg)
+    else:
+        arch = ('latent', 'hidden', 'steps')
+        if any(getattr(start.cfg, f) != getattr(cfg, f) for f in arch):
+            raise ValueError(f'train: start has latent/hidden/steps '
+                             f'{[getattr(start.cfg, f) for f in arch]}, cfg '
+                             f'{[getattr(cfg, f) for f in arch]}')
+        stats_j, params = start.stats, start.params
+        key = jax.random.fold_in(key, len(start.losses))
     opt = optax.adam(optax.cosine_decay_schedule(cfg.learning_rate, cfg.iterations, 0.01))
     opt_state = opt.init(params)
     s_d, a_d, n_d = jnp.asarray(s), jnp.asarray(a), jnp.asarray(n)
