@@ -13,10 +13,11 @@ reward and critic, is the arithmetic mean of the branches, and after H steps the
 branches collapse into that mean. The backward pass therefore averages the branches'
 sensitivities across the stiff contact, while the forward rollout stays stiff.
 
-Per env: only envs that triggered (or are inside a bundle) take the bundle,
-selected with ``jnp.where`` inside ``vmap``; the batched step skips the branch
-work entirely (``lax.cond`` over the whole batch) when no env needs it, and with
-``BCGConfig.max_bundled`` runs it only for that many envs gathered from the batch. With
+Per env: only envs that triggered (or are inside a bundle) take the bundle. The
+batched step (:func:`step_envs`) runs the envs' plain step and their branches through
+one traced simulator step, so BCG adds no second copy of the simulator to compile, and
+its branch work follows the number of envs that bundle (none: no branch work). With
+``BCGConfig.max_bundled`` at most that many envs bundle at a step. With
 ``BCGConfig.enabled = False`` the wrapper is exactly :func:`sim.step`.
 
 Usage::
@@ -27,7 +28,7 @@ Usage::
 """
 
 from dataclasses import dataclass
-from typing import Tuple
+from typing import Any, Callable, Tuple
 
 import jax
 import jax.numpy as jnp
@@ -266,27 +267,6 @@ def _branch_mean(sim, branches: simulator.SimState) -> simulator.SimState:
     return simulator.SimState(qpos, jnp.mean(branches.qvel, axis=0))
 
 
-def bundle(sim, cfg, state: BCGState, plain, info, action, key):
-    """
-    One env's BCG step given its plain step ``(plain, info)``: start, continue or skip.
-
-    Exported for batches whose envs have their own simulators (domain randomisation):
-    :func:`bundle_batch` takes it, bound to each env's ``sim``.
-    """
-    open_ = state.left > 0
-    triggered = jnp.logical_and(~open_, peak_force(info) > cfg.tau)
-    bundled = jnp.logical_or(open_, triggered)
-    start = branch_starts(sim, cfg, state.sim, info.normal_force, key)
-    begin = jax.tree.map(lambda a, b: jnp.where(open_, a, b), state.branches, start)
-    branches, binfo = jax.vmap(simulator.step, in_axes=(None, 0, None))(sim, begin, action)
-    mean = _branch_mean(sim, branches)
-    left = jnp.where(triggered, cfg.horizon - 1, jnp.maximum(state.left - 1, 0))
-    pick = lambda a, b: jnp.where(bundled, a, b)                      # noqa: E731
-    new = BCGState(jax.tree.map(pick, mean, plain), branches, left.astype(jnp.int32))
-    step_info = jax.tree.map(pick, jax.tree.map(lambda x: jnp.mean(x, axis=0), binfo), info)
-    return new, BCGInfo(step_info, triggered, bundled, jnp.zeros_like(triggered))
-
-
 def passthrough(plain, info, state: BCGState):
     """The BCG step of envs that run no bundle: the plain step, nothing open."""
     false = jnp.zeros(state.left.shape, bool)
@@ -294,54 +274,147 @@ def passthrough(plain, info, state: BCGState):
             BCGInfo(info, false, false, false))
 
 
-def bundle_batch(cfg: BCGConfig, bundle_one, state: BCGState, plain, info, args, key):
-    """
-    BCG over a batch, given its plain step; one key for the batch.
+def _tree_where(cond: jax.Array, a, b):
+    return jax.tree.map(lambda x, y: jnp.where(cond, x, y), a, b)
 
-    ``bundle_one(state, plain, info, args, key)`` is one env's :func:`bundle` (``args``
-    the env's action, or whatever else it needs). The branch work runs only when some
-    env triggers or has a bundle open (``lax.cond`` on the whole batch, never a Python
-    branch per env); with ``cfg.max_bundled = M`` (0 < M < N) it runs for the M envs
-    gathered by priority (open bundles, then new triggers) and the rest pass through.
+
+def _take(tree, idx: jax.Array):
+    return jax.tree.map(lambda x: x[idx], tree)
+
+
+def _rows(tree, start: jax.Array, size: int):
+    return jax.tree.map(lambda x: jax.lax.dynamic_slice_in_dim(x, start, size), tree)
+
+
+StepSlots = Callable[[simulator.SimState, Any], Tuple[simulator.SimState, simulator.StepInfo]]
+"""``(states [N], args [N]) -> (states, StepInfo)``: one control step of N slots."""
+StartsOne = Callable[[simulator.SimState, jax.Array, Any, jax.Array], simulator.SimState]
+"""``(state, normal_force, args, key) -> [B] states``: one env's :func:`branch_starts`."""
+
+
+@jax.tree_util.register_dataclass
+@dataclass(frozen=True)
+class _Plan:
+    """Which envs bundle at a step and where their branches start (the passes' carry)."""
+
+    live: jax.Array
+    """Branch slots in use: B for each env that bundles (they come first); a pass with
+    none of them is skipped."""
+    env: jax.Array
+    """[M] the envs that hold a bundle slot, by priority (open, then new triggers)."""
+    slot_env: jax.Array
+    """[P N] the env each branch slot belongs to (slot = bundle slot * B + branch; the
+    slots past M B pad the last pass)."""
+    begin: simulator.SimState
+    """[P N] the state each branch slot starts the step from."""
+
+
+def step_envs(sim: simulator.Sim, cfg: BCGConfig, step_slots: StepSlots, starts_one: StartsOne,
+              state: BCGState, args, key: jax.Array) -> Tuple[BCGState, BCGInfo]:
+    """
+    One BCG control step of N envs; one key for the batch.
+
+    ``step_slots(states, args)`` advances N states one control step, slot j under
+    ``args[j]`` (the env's action, or whatever else its physics takes: its simulator's
+    randomised parameters) and returns ``(states, StepInfo)``; ``starts_one(state,
+    normal_force, args, key)`` is one env's :func:`branch_starts` (``sim``: the model
+    whose free and ball joints the branch mean renormalises). Every state goes
+    through the one ``step_slots``: a scan whose first pass steps the N envs (the plain
+    step, whose forces decide the triggers) and whose later passes step the branches of
+    the bundled envs, N slots at a time. The simulator is traced and compiled once,
+    forward and backward, not once for the envs and again for the branches, and the
+    branch work follows the number of envs that bundle: a pass with no branch of a
+    bundling env in it is skipped.
+
+    At most ``cfg.max_bundled`` envs (0: all) hold a bundle at a step, by priority: open
+    bundles, then new triggers, in env order; a trigger with no free slot runs plain
+    (``BCGInfo.dropped``).
     """
     n = state.left.shape[0]
+    b = cfg.branches
+    m = int(cfg.max_bundled) if 0 < int(cfg.max_bundled) < n else n
+    passes = -(-m * b // n)
+    slots = passes * n
     keys = jax.random.split(key, n)
-    trig = peak_force(info) > cfg.tau
     open_ = state.left > 0
-    need = jnp.any(open_) | jnp.any(trig)
-    m = int(cfg.max_bundled)
-    if 0 < m < n:
-        def run():
-            priority = 2 * open_.astype(jnp.int32) + trig.astype(jnp.int32)
-            idx = jnp.argsort(-priority, stable=True)[:m]
-            take = lambda tree: jax.tree.map(lambda x: x[idx], tree)  # noqa: E731
-            part = jax.vmap(bundle_one)(take(state), take(plain), take(info), take(args),
-                                        keys[idx])
-            full = passthrough(plain, info, state)
-            new, binfo = jax.tree.map(lambda f, p: f.at[idx].set(p), full, part)
-            dropped = trig & ~open_ & ~binfo.triggered
-            return new, BCGInfo(binfo.step, binfo.triggered, binfo.bundled, dropped)
-    else:
-        def run():
-            return jax.vmap(bundle_one)(state, plain, info, args, keys)
-    return jax.lax.cond(need, run, lambda: passthrough(plain, info, state))
+    no_info = jax.tree.map(lambda x: jnp.zeros(x.shape, x.dtype),
+                           jax.eval_shape(step_slots, state.sim, args)[1])
+    init = _Plan(jnp.zeros((), jnp.int32), jnp.zeros((m,), jnp.int32),
+                 jnp.zeros((slots,), jnp.int32),
+                 jax.tree.map(lambda x: jnp.zeros((slots,) + x.shape[1:], x.dtype), state.sim))
+
+    def plan(info) -> _Plan:
+        """After the plain pass: who bundles, and the state each branch slot starts from."""
+        trig = peak_force(info) > cfg.tau
+        live = jnp.minimum(jnp.sum(open_ | trig), m).astype(jnp.int32) * b
+        priority = 2 * open_.astype(jnp.int32) + trig.astype(jnp.int32)
+        env = jnp.argsort(-priority, stable=True)[:m].astype(jnp.int32)
+
+        def starts():
+            new = jax.vmap(starts_one)(_take(state.sim, env), _take(info.normal_force, env),
+                                       _take(args, env), keys[env])
+            return jax.tree.map(
+                lambda o, s: jnp.where(open_[env].reshape((m,) + (1,) * (o.ndim - 1)), o, s),
+                _take(state.branches, env), new)
+
+        def idle():
+            return jax.tree.map(lambda x: jnp.broadcast_to(x[:, None], (m, b) + x.shape[1:]),
+                                _take(state.sim, env))
+
+        pad = slots - m * b
+        begin = jax.tree.map(
+            lambda x: jnp.concatenate([x.reshape((m * b,) + x.shape[2:]),
+                                       jnp.broadcast_to(x[0, :1], (pad,) + x.shape[2:])]),
+            jax.lax.cond(live > 0, starts, idle))
+        slot_env = jnp.concatenate([jnp.repeat(env, b), jnp.full((pad,), env[0])])
+        return _Plan(live, env, slot_env, begin)
+
+    def body(c: _Plan, i):
+        first = i == 0
+        start = jnp.maximum(i - 1, 0) * n
+        env = jnp.where(first, jnp.arange(n), jax.lax.dynamic_slice_in_dim(c.slot_env, start, n))
+        x = _tree_where(first, state.sim, _rows(c.begin, start, n))
+        y = jax.lax.cond(first | (start < c.live), step_slots, lambda s, _: (s, no_info), x,
+                         _take(args, env))
+        return jax.lax.cond(first, lambda: plan(y[1]), lambda: c), y
+
+    c, (ys, ys_info) = jax.lax.scan(body, init, jnp.arange(1 + passes))
+    first = lambda tree: jax.tree.map(lambda x: x[0], tree)           # noqa: E731
+    plain, plain_info = first(ys), first(ys_info)
+    # The M bundle slots: start, continue or skip, from their B branches.
+    env = c.env
+    per_slot = lambda tree: jax.tree.map(                             # noqa: E731
+        lambda x: x[1:].reshape((slots,) + x.shape[2:])[:m * b].reshape((m, b) + x.shape[2:]),
+        tree)
+    branches, binfo = per_slot(ys), per_slot(ys_info)
+    open_m = open_[env]
+    triggered = ~open_m & (peak_force(_take(plain_info, env)) > cfg.tau)
+    bundled = open_m | triggered
+    mean = jax.vmap(lambda br: _branch_mean(sim, br))(branches)
+    left = jnp.where(triggered, cfg.horizon - 1, jnp.maximum(state.left[env] - 1, 0))
+    pick = lambda a, p: jnp.where(                                     # noqa: E731
+        bundled.reshape((m,) + (1,) * (a.ndim - 1)), a, p)
+    plain_m = _take(plain, env)
+    part = (BCGState(jax.tree.map(pick, mean, plain_m), branches, left.astype(jnp.int32)),
+            BCGInfo(jax.tree.map(pick, jax.tree.map(lambda x: jnp.mean(x, axis=1), binfo),
+                                 _take(plain_info, env)),
+                    triggered, bundled, jnp.zeros_like(triggered)))
+    full = passthrough(plain, plain_info, state)
+    new, info = jax.tree.map(lambda f, p: f.at[env].set(p), full, part)
+    trig = peak_force(plain_info) > cfg.tau
+    dropped = trig & ~open_ & ~info.triggered
+    return new, BCGInfo(info.step, info.triggered, info.bundled, dropped)
 
 
-def step(sim: simulator.Sim, cfg: BCGConfig, state: BCGState, action, key):
-    """One env's control step under BCG: (BCGState, BCGInfo)."""
-    plain, info = simulator.step(sim, state.sim, action)
+def step_batch(sim: simulator.Sim, cfg: BCGConfig, state: BCGState, action: jax.Array,
+               key: jax.Array) -> Tuple[BCGState, BCGInfo]:
+    """One control step of a batch of envs sharing ``sim`` under BCG: (BCGState, BCGInfo)."""
+    step_slots = jax.vmap(lambda st, a: simulator.step(sim, st, a))
     if not cfg.enabled:
-        return passthrough(plain, info, state)
-    return bundle(sim, cfg, state, plain, info, action, key)
-
-
-def step_batch(sim: simulator.Sim, cfg: BCGConfig, state: BCGState, action, key):
-    """:func:`step` over a leading env axis; one key for the batch (:func:`bundle_batch`)."""
-    plain, info = simulator.step_batch(sim, state.sim, action)
-    if not cfg.enabled:
-        return passthrough(plain, info, state)
-    return bundle_batch(cfg, lambda st, pl, inf, a, k: bundle(sim, cfg, st, pl, inf, a, k),
-                        state, plain, info, action, key)
+        return passthrough(*step_slots(state.sim, action), state)
+    return step_envs(sim, cfg, step_slots,
+                     lambda st, force, _, k: branch_starts(sim, cfg, st, force, k),
+                     state, action, key)
 
 
 def rollout_batch(sim: simulator.Sim, cfg: BCGConfig, state: BCGState, actions, key):

@@ -406,16 +406,14 @@ class G1Env:
     def _physics(self, s: G1State, targets, key):
         """Advance the (randomised) simulator under BCG; return the BCG state and info."""
         cfg = self.config.bcg
-        plain, info = jax.vmap(lambda p, st, a: simulator.step(self._env_sim(p), st, a))(
-            s.dr, s.bcg.sim, targets)
+        step_slots = jax.vmap(lambda st, args: simulator.step(self._env_sim(args[0]), st, args[1]))
         if not cfg.enabled:
-            return bcg_mod.passthrough(plain, info, s.bcg)
+            return bcg_mod.passthrough(*step_slots(s.bcg.sim, (s.dr, targets)), s.bcg)
 
-        def one(st, pl, inf, args, k):
-            p, a = args
-            return bcg_mod.bundle(self._env_sim(p), cfg, st, pl, inf, a, k)
+        def starts(st, force, args, k):
+            return bcg_mod.branch_starts(self._env_sim(args[0]), cfg, st, force, k)
 
-        return bcg_mod.bundle_batch(cfg, one, s.bcg, plain, info, (s.dr, targets), key)
+        return bcg_mod.step_envs(self.sim, cfg, step_slots, starts, s.bcg, (s.dr, targets), key)
 
     def _push(self, b: bcg_mod.BCGState, key, dr_on: bool) -> bcg_mod.BCGState:
         """Add random horizontal velocity kicks to the pelvis of some envs."""
