@@ -383,12 +383,13 @@ def step_envs(sim: simulator.Sim, cfg: BCGConfig, step_slots: StepSlots, starts_
     plain, plain_info = first(ys), first(ys_info)
     # The M bundle slots: start, continue or skip, from their B branches.
     env = c.env
+    trig = peak_force(plain_info) > cfg.tau
     per_slot = lambda tree: jax.tree.map(                             # noqa: E731
         lambda x: x[1:].reshape((slots,) + x.shape[2:])[:m * b].reshape((m, b) + x.shape[2:]),
         tree)
     branches, binfo = per_slot(ys), per_slot(ys_info)
     open_m = open_[env]
-    triggered = ~open_m & (peak_force(_take(plain_info, env)) > cfg.tau)
+    triggered = ~open_m & trig[env]
     bundled = open_m | triggered
     mean = jax.vmap(lambda br: _branch_mean(sim, br))(branches)
     left = jnp.where(triggered, cfg.horizon - 1, jnp.maximum(state.left[env] - 1, 0))
@@ -401,7 +402,6 @@ def step_envs(sim: simulator.Sim, cfg: BCGConfig, step_slots: StepSlots, starts_
                     triggered, bundled, jnp.zeros_like(triggered)))
     full = passthrough(plain, plain_info, state)
     new, info = jax.tree.map(lambda f, p: f.at[env].set(p), full, part)
-    trig = peak_force(plain_info) > cfg.tau
     dropped = trig & ~open_ & ~info.triggered
     return new, BCGInfo(info.step, info.triggered, info.bundled, dropped)
 
