@@ -394,11 +394,13 @@ def test_the_estimator_follows_the_shipped_run_policy(g, monkeypatch):
     monkeypatch.setattr(est, 'BaseVelocity', Recording)
     p = load_policy(policies.path('run'))
     run = load_motion('run', control_dt=p.contract.control_dt)
-    run_once(p, g, 0, RolloutConfig(duration=3.0), run,
-             on_step=lambda v: truth.append(rotation.quat_rotate_inverse(v.qpos[3:7],
-                                                                         v.data.qvel[0:3])))
+    r = run_once(p, g, 0, RolloutConfig(duration=3.0), run,
+                 on_step=lambda v: truth.append(rotation.quat_rotate_inverse(v.qpos[3:7],
+                                                                             v.data.qvel[0:3])))
     # The estimate read before step k+1 is of the state recorded after step k.
     err = np.asarray(reads[1:len(truth) + 1]) - np.asarray(truth[:len(reads) - 1])
+    # The run records that error with the row of the action it chose.
+    np.testing.assert_allclose(r.lin_vel_error[1:len(err) + 1], err, atol=1e-9)
     assert max(np.linalg.norm(np.asarray(truth)[:, :2], axis=-1)) > 1.2, 'it never ran'
     horizontal = np.sqrt(np.mean(np.sum(err[:, :2] ** 2, axis=-1)))
     assert horizontal < 0.15, horizontal
@@ -474,3 +476,24 @@ def test_hold_runs_on_past_the_clip_with_its_last_frame(g, stand, zeros_policy):
                   motion=stand, policy=zeros_policy)
     assert ev.per_run[0]['duration'] == pytest.approx((n + 10) * g1.CONTROL_DT)
     assert "0.2 s past the clip's end" in report.markdown(ev.to_dict())
+
+
+def test_the_estimators_errors_are_written_for_training_to_replay(tmp_path):
+    from bcg_ros import policies, velocity_errors
+    out = tmp_path / 'errors.npz'
+    rc = cli.main([str(policies.path('run')), '--motion', 'run', '--runs', '3', '--seed', '1',
+                   '--no-filmstrip', '--no-plots', '--baselines', '--quiet',
+                   '--out', str(tmp_path / 'eval'), '--velocity-errors', str(out)])
+    assert rc == 0
+    result = json.loads((tmp_path / 'eval' / 'result.json').read_text())
+    stayed = sum(not r['fell'] for r in result['runs'])
+    errors = velocity_errors.load(out, 281, 50.0)
+    assert stayed >= 1 and errors.shape == (stayed, 281, 3)
+    rms = np.sqrt(np.mean(errors ** 2))
+    assert 0.005 < rms < 0.15, rms   # the estimator's, neither zero nor metres per second
+    # A policy that observes no velocity has no such error to write.
+    rc = cli.main([str(policies.path('jump')), '--motion', 'jump', '--runs', '1',
+                   '--duration', '0.2', '--no-filmstrip', '--no-plots', '--baselines',
+                   '--quiet', '--out', str(tmp_path / 'j'), '--velocity-errors',
+                   str(tmp_path / 'j.npz')])
+    assert rc == 2 and not (tmp_path / 'j.npz').exists()

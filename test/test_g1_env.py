@@ -241,6 +241,39 @@ def test_observed_base_velocity_bias_is_drawn_per_episode_and_held():
     # Every later step of the episode sees the same offset: only the white part is drawn.
     for k in range(3):
         np.testing.assert_array_equal(
-            np.asarray(e._velocity_noise(jax.random.PRNGKey(k), st.dr)), bias)
+            np.asarray(e._velocity_noise(jax.random.PRNGKey(k), st.dr, st.frame)), bias)
     off = G1Env(dataclasses.replace(cfg, dr=dataclasses.replace(cfg.dr, enabled=False)))
     assert not np.any(np.asarray(jax.jit(off.reset)(jax.random.PRNGKey(4)).dr.velocity_bias))
+
+
+def test_recorded_estimator_errors_are_replayed_at_the_episode_frames(tmp_path):
+    from bcg_ros import velocity_errors
+    from bcg_ros.motion import load_motion
+    from bcg_ros.robot import g1
+    clip = load_motion('run', control_dt=g1.CONTROL_DT)
+    frames = np.arange(clip.num_frames)
+    # Run r's error at frame f: (r, f / 1000, -r), so a value names its run and frame.
+    errors = np.stack([np.stack([np.full_like(frames, r, dtype=float), frames / 1000.0,
+                                 np.full_like(frames, -r, dtype=float)], -1) for r in range(3)])
+    path = velocity_errors.save(tmp_path / 'errors.npz', errors, clip.name, clip.fps)
+    cfg = G1EnvConfig(num_envs=16, motion='run', bcg=bcg_mod.BCGConfig(enabled=False),
+                      observe_base_velocity=True, base_velocity_noise=0.0,
+                      base_velocity_errors=str(path))
+    e = G1Env(cfg)
+    st = jax.jit(e.reset)(jax.random.PRNGKey(5))
+    trace, frame = np.asarray(st.dr.velocity_trace), np.asarray(st.frame)
+    assert set(trace) <= {0, 1, 2} and len(set(trace)) > 1, trace
+    qpos, qvel = np.asarray(st.bcg.sim.qpos), np.asarray(st.bcg.sim.qvel)
+    truth = rotation.quat_rotate_inverse(qpos[:, 3:7], qvel[:, 0:3])
+    seen = np.asarray(e.observe(st))[:, -3:] / e.contract().obs_terms[-1].scale
+    np.testing.assert_allclose(seen - truth, errors[trace, frame], atol=1e-5)
+    # Later in the episode: the same run, at the frame the episode has reached.
+    later = np.asarray(e._velocity_noise(jax.random.PRNGKey(0), st.dr, st.frame + 7))
+    np.testing.assert_allclose(later, errors[trace, frame + 7], atol=1e-6)
+    off = G1Env(dataclasses.replace(cfg, dr=dataclasses.replace(cfg.dr, enabled=False)))
+    st_off = jax.jit(off.reset)(jax.random.PRNGKey(5))
+    assert not np.any(np.asarray(off._velocity_noise(jax.random.PRNGKey(0), st_off.dr,
+                                                     st_off.frame)))
+    short = velocity_errors.save(tmp_path / 'short.npz', errors[:, :-1], clip.name, clip.fps)
+    with pytest.raises(velocity_errors.VelocityErrorsError, match='short.npz.*frames'):
+        G1Env(dataclasses.replace(cfg, base_velocity_errors=str(short)))

@@ -36,6 +36,7 @@ import numpy as np
 from bcg_ros import contract as ct
 from bcg_ros import motion as motion_mod
 from bcg_ros import rotation
+from bcg_ros import velocity_errors
 from bcg_ros.core import bcg as bcg_mod
 from bcg_ros.core import contact
 from bcg_ros.core import sim as simulator
@@ -140,6 +141,11 @@ class G1EnvConfig:
     """Std of a Gaussian offset of the observed base velocity [m/s] per axis, drawn per
     episode and held through it (with domain randomisation on): the estimator's error
     repeats stride after stride, which white noise of the same size does not teach."""
+    base_velocity_errors: str = ''
+    """A ``bcg-eval --velocity-errors`` file of this clip (:mod:`bcg_ros.velocity_errors`):
+    with domain randomisation on, each episode replays one of its recorded runs' state
+    estimator errors on the observed base velocity, at the episode's own clip frames, beside
+    the white noise and the offset. Empty: none."""
     imitation: ImitationRewardConfig = field(default_factory=ImitationRewardConfig)
     """Dense tracking reward terms beside ADD."""
     privileged_critic: bool = False
@@ -188,6 +194,8 @@ class DomainParams:
     """1.0: actions are applied one control step late."""
     velocity_bias: jax.Array
     """``[3]`` offset of the observed base velocity (``base_velocity_bias``)."""
+    velocity_trace: jax.Array
+    """Which recorded run of ``base_velocity_errors`` the episode replays (int)."""
 
 
 @jax.tree_util.register_dataclass
@@ -250,6 +258,10 @@ class G1Env:
         self.track_ids = np.array([self.robot.model.body(n).id for n in g1.TRACK_BODIES])
         self.ref_features = jnp.asarray(motion_mod.motion_features(m), dt)
         self.num_frames = m.num_frames
+        self.velocity_errors = (
+            jnp.asarray(velocity_errors.load(config.base_velocity_errors, m.num_frames, m.fps), dt)
+            if config.base_velocity_errors else None)
+        """[R, F, 3] the recorded estimator errors an episode replays, or None."""
         if self.num_frames <= ct.REF_FUTURE + 2:
             raise ValueError(f'motion {m.name!r}: {self.num_frames} frames, too short to imitate')
         self.episode_length = (config.episode_length or self.num_frames - 1 + config.hold_end)
@@ -285,13 +297,16 @@ class G1Env:
                                     self._robot_obs(qpos, qvel, last_action, vel_noise),
                                     self._ref_obs(frame), xp=jnp)
 
-    def _velocity_noise(self, key, dr: DomainParams):
-        """Return ``[B, 3]`` errors of the observed base velocity for one step."""
+    def _velocity_noise(self, key, dr: DomainParams, frame):
+        """Return ``[B, 3]`` errors of the observed base velocity at clip frames ``frame``."""
         dtype = dr.velocity_bias.dtype
         if not self.config.observe_base_velocity:
             return jnp.zeros((self.num_envs, 3), dtype)
-        return dr.velocity_bias + self.config.base_velocity_noise * jax.random.normal(
+        noise = dr.velocity_bias + self.config.base_velocity_noise * jax.random.normal(
             key, (self.num_envs, 3), dtype)
+        if self.velocity_errors is not None and self.config.dr.enabled:
+            noise = noise + self.velocity_errors[dr.velocity_trace, frame]
+        return noise
 
     def _features(self, qpos, qvel, key_points):
         """Return one env's ADD features of the simulated state."""
@@ -342,8 +357,10 @@ class G1Env:
         if not c.enabled:
             return DomainParams(jnp.full((n,), self.config.sim.contact.friction, dt),
                                 jnp.zeros((n,), dt), jnp.zeros((n, 3), dt), jnp.ones((n,), dt),
-                                jnp.zeros((n,), dt), jnp.zeros((n, 3), dt))
+                                jnp.zeros((n,), dt), jnp.zeros((n, 3), dt),
+                                jnp.zeros((n,), jnp.int32))
         k = jax.random.split(key, 5)
+        traces = 1 if self.velocity_errors is None else self.velocity_errors.shape[0]
 
         def u(key, rng, shape=(n,)):
             return jax.random.uniform(key, shape, dt, rng[0], rng[1])
@@ -353,7 +370,8 @@ class G1Env:
                             u(k[3], c.gain_scale_range),
                             jax.random.bernoulli(k[4], c.latency_prob, (n,)).astype(dt),
                             self.config.base_velocity_bias * jax.random.normal(
-                                jax.random.fold_in(key, 5), (n, 3), dt))
+                                jax.random.fold_in(key, 5), (n, 3), dt),
+                            jax.random.randint(jax.random.fold_in(key, 6), (n,), 0, traces))
 
     def _fresh(self, key) -> G1State:
         """Return ``num_envs`` new episodes at (random) reference frames."""
@@ -372,7 +390,8 @@ class G1Env:
         sim_state = simulator.SimState(qpos, qvel)
         zeros = jnp.zeros((n, self.action_size), qpos.dtype)
         dr = self._domain(k_dr, n)
-        frames = jax.vmap(self._frame)(qpos, qvel, zeros, frame, self._velocity_noise(k_vel, dr))
+        frames = jax.vmap(self._frame)(qpos, qvel, zeros, frame,
+                                       self._velocity_noise(k_vel, dr, frame))
         history = jax.vmap(lambda f: ct.init_history(self._contract, f, jnp))(frames)
         return G1State(bcg_mod.init_batch(self.sim, c.bcg, sim_state), jnp.zeros((n,), jnp.int32),
                        frame.astype(jnp.int32), zeros, history, dr, jnp.zeros((n,), jnp.int32))
@@ -460,7 +479,7 @@ class G1Env:
         truncated = (1.0 - terminated) * ended.astype(qpos.dtype)
         done = jnp.maximum(terminated, truncated)
         frames = jax.vmap(self._frame)(qpos, qvel, action, frame,
-                                       self._velocity_noise(k_vel, s.dr))
+                                       self._velocity_noise(k_vel, s.dr, frame))
         history = jax.vmap(lambda h, f: ct.push_history(h, f, jnp))(s.history, frames)
         nxt = G1State(b, t, frame, action, history, s.dr, held)
         # A diverged env's state is garbage (NaN or 1e12): its reward, ADD features and

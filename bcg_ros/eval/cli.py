@@ -31,6 +31,8 @@ import pathlib
 import sys
 from typing import List, Optional
 
+import numpy as np
+
 from bcg_ros import motion as motion_mod
 from bcg_ros import policies
 from bcg_ros.contract import ContractError
@@ -118,6 +120,10 @@ def _one(argv: List[str]) -> int:
                    help='column order of a motion file that names no joints (BeyondMimic '
                         'npz: isaaclab)')
     p.add_argument('--out', default='', help='report folder (default: eval/<policy name>)')
+    p.add_argument('--velocity-errors', default='', metavar='FILE.npz',
+                   help="also write the state estimator's base-velocity error at every clip "
+                        'frame of each run that stays up (training replays it: '
+                        'g1.base_velocity_errors)')
     _common(p)
     args = p.parse_args(argv)
     if not args.policy:
@@ -135,7 +141,26 @@ def _one(argv: List[str]) -> int:
     print(report.markdown(result))
     print(f'wrote {out}/result.json, {out}/report.md' + ('' if args.no_plots else ', plots'))
     print('summary: ' + json.dumps(result['summary']))
+    if args.velocity_errors:
+        _write_velocity_errors(ev, args.velocity_errors)
     return 0
+
+
+def _write_velocity_errors(ev, path: str) -> None:
+    """Write the estimator's velocity errors of ``ev``'s runs that ran the whole clip."""
+    from bcg_ros import velocity_errors
+
+    if ev.motion is None or not ev.policy.contract.uses_base_velocity:
+        raise ValueError('--velocity-errors: needs a motion and a policy that observes its '
+                         'base velocity')
+    kept = [r for r, m in zip(ev.runs, ev.per_run) if not m['fell'] and not r.diverged]
+    errors = velocity_errors.from_runs(kept, ev.motion.num_frames)
+    if not len(errors):
+        raise ValueError(f'--velocity-errors: no run ran the whole clip; {path} not written')
+    velocity_errors.save(path, errors, ev.motion.name, ev.motion.fps)
+    rms = np.sqrt(np.mean(errors ** 2, axis=(0, 1)))
+    print(f'wrote {path}: {len(errors)} of {len(ev.runs)} runs, RMS error (x, y, z) '
+          f'{rms[0]:.3f} {rms[1]:.3f} {rms[2]:.3f} m/s')
 
 
 def _table(argv: List[str], which: str) -> int:

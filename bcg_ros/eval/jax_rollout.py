@@ -117,6 +117,7 @@ def run_once(policy: Union[Policy, Baseline], seed: int, motion: Motion,
         rows['body_pos'].append(np.asarray(info.body_pos, float)[track])
         rows['command'].append(np.zeros(3))
         rows['foot_contacts'].append(depth > 0)
+        rows['lin_vel_error'].append(np.zeros(3) if actor.needs_velocity else np.full(3, np.nan))
         if config.stop_on_fall and qp[2] < config.fall_height:
             break
     return make_run(rows, depths, seed=seed, friction_scale=1.0, pushes=0,

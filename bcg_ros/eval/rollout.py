@@ -110,6 +110,10 @@ class Run:
     """[N] depth [m] of every penetrating foot-sphere contact, over all physics steps."""
     foot_contacts: np.ndarray
     """[T, 8] whether each foot sphere touches the ground (g1.FOOT_SPHERES order)."""
+    lin_vel_error: np.ndarray
+    """[T, 3] what the policy observed as its base velocity when it chose the row's action
+    (at the row before's state) minus the truth, base frame [m/s]: the state estimator's
+    error; zeros where the policy observes the truth, NaN where it observes none."""
     friction_scale: float
     pushes: int
     sim_dt: float
@@ -199,7 +203,8 @@ class Controller:
 ROW_SHAPES = {'time': (), 'frame': (), 'root_pos': (3,), 'root_quat': (4,),
               'root_lin_vel': (3,), 'root_ang_vel': (3,), 'joint_pos': (g1.NUM_JOINTS,),
               'key_pos': (len(g1.KEY_SITES), 3), 'body_pos': (len(g1.TRACK_BODIES), 3),
-              'command': (3,), 'foot_contacts': (len(g1.FOOT_SPHERES),)}
+              'command': (3,), 'foot_contacts': (len(g1.FOOT_SPHERES),),
+              'lin_vel_error': (3,)}
 """Per-row shape of each recorded array of a :class:`Run`."""
 
 
@@ -453,8 +458,11 @@ def run_once(policy: Union[Policy, Baseline], g: G1Model, seed: int,
             else:
                 now = latest[0] if velocity is not None else measure()
                 gyro, q_now, dq_now = now.gyro, now.q, now.dq
+            lin_vel = None if velocity is None else velocity.body_velocity()
+            vel_error = (np.full(3, np.nan) if lin_vel is None else
+                         lin_vel - rotation.quat_rotate_inverse(d.qpos[3:7], d.qvel[:3]))
             q_pol = actor.targets(step, d.qpos[3:7].copy(), gyro, q_now[ids], dq_now[ids],
-                                  None if velocity is None else velocity.body_velocity())
+                                  lin_vel)
             if q_pol is None:
                 diverged = f'non-finite policy output at t = {d.time:.3f} s'
                 break
@@ -519,6 +527,7 @@ def run_once(policy: Union[Policy, Baseline], g: G1Model, seed: int,
             rows['body_pos'].append(d.xpos[robot.track_bodies].copy())
             rows['command'].append(cmd)
             rows['foot_contacts'].append(touching)
+            rows['lin_vel_error'].append(vel_error)
             if on_step is not None:
                 on_step(StepView(run_index, step, (step + 1) * c.control_dt, d.qpos.copy(),
                                  d.qpos[qadr].copy(), touching, robot.foot_pos(d), m, d,
