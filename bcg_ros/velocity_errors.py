@@ -25,6 +25,13 @@ class VelocityErrorsError(ValueError):
     """A velocity-error file that cannot be replayed, naming the file and the field."""
 
 
+def _check_shape(path: PathLike, errors: np.ndarray) -> None:
+    """Refuse an ``errors`` array that is not [runs >= 1, frames, 3], naming ``path``."""
+    if errors.ndim != 3 or errors.shape[0] < 1 or errors.shape[2] != 3:
+        raise VelocityErrorsError(f'{path}: errors must be [runs >= 1, frames, 3], '
+                                  f'got {errors.shape}')
+
+
 def from_runs(runs: Sequence, num_frames: int) -> np.ndarray:
     """
     ``[R, num_frames, 3]`` errors of the runs that observed a velocity and ran the whole clip.
@@ -45,9 +52,7 @@ def from_runs(runs: Sequence, num_frames: int) -> np.ndarray:
 def save(path: PathLike, errors: np.ndarray, motion: str, fps: float) -> pathlib.Path:
     """Write ``errors`` [R, F, 3] of clip ``motion`` at ``fps`` frames per second."""
     errors = np.asarray(errors, np.float32)
-    if errors.ndim != 3 or errors.shape[0] < 1 or errors.shape[2] != 3:
-        raise VelocityErrorsError(f'{path}: errors must be [runs >= 1, frames, 3], '
-                                  f'got {errors.shape}')
+    _check_shape(path, errors)
     path = pathlib.Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, 'wb') as f:
@@ -67,9 +72,7 @@ def load(path: PathLike, num_frames: int, fps: float) -> np.ndarray:
         if name not in data:
             raise VelocityErrorsError(f'{path}: no {name!r} array')
     errors = data['errors']
-    if errors.ndim != 3 or errors.shape[0] < 1 or errors.shape[2] != 3:
-        raise VelocityErrorsError(f'{path}: errors must be [runs >= 1, frames, 3], '
-                                  f'got {errors.shape}')
+    _check_shape(path, errors)
     if errors.shape[1] != num_frames:
         raise VelocityErrorsError(f'{path}: errors has {errors.shape[1]} frames, the clip '
                                   f'{num_frames}')

@@ -153,7 +153,7 @@ def _write_velocity_errors(ev, path: str) -> None:
     if ev.motion is None or not ev.policy.contract.uses_base_velocity:
         raise ValueError('--velocity-errors: needs a motion and a policy that observes its '
                          'base velocity')
-    kept = [r for r, m in zip(ev.runs, ev.per_run) if not m['fell'] and not r.diverged]
+    kept = [r for r, m in zip(ev.runs, ev.per_run) if not m['fell']]   # a divergence falls
     errors = velocity_errors.from_runs(kept, ev.motion.num_frames)
     if not len(errors):
         raise ValueError(f'--velocity-errors: no run ran the whole clip; {path} not written')

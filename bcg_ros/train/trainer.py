@@ -40,11 +40,10 @@ RESUMABLE_CHANGES = ('run.iterations', 'run.max_minutes', 'run.progress_bar', 'r
 work runs (``g1.bcg.max_bundled`` changes the gradient only for a bundle dropped for want of
 a slot, which the history counts), how noisy the observed base velocity is (a policy
 taken on with more noise, or with the estimator's recorded errors, to stand them, keeps its
-network and state),
-how long an episode runs on at the clip's end, how often and how hard the envs are pushed
-(a policy taken on with harder pushes, to recover from a stride off its clip), and the
-ground and what collides with it (a policy taken on from flat ground to a terrain, with
-whole-body contacts: its observations and actions are the same)."""
+network and state), how long an episode runs on at the clip's end, how often and how hard
+the envs are pushed (a policy taken on with harder pushes, to recover from a stride off its
+clip), and the ground and what collides with it (a policy taken on from flat ground to a
+terrain, with whole-body contacts: its observations and actions are the same)."""
 
 
 def compiling_message() -> str:
