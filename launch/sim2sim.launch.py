@@ -4,7 +4,7 @@ Sim2sim: the G1 simulator node, the policy executor, the state bridge, the robot
 g1_sim_node speaks the robot's own /lowstate and /lowcmd, so policy_node and
 state_bridge_node run exactly as on the real G1.
 
-    ros2 launch bcg_ros sim2sim.launch.py                 # the shipped default (dance) policy
+    ros2 launch bcg_ros sim2sim.launch.py                 # the shipped default (run) policy
     ros2 launch bcg_ros sim2sim.launch.py policy:=/path/to/policy.onnx
 """
 
@@ -30,7 +30,7 @@ def generate_launch_description():
     use_sim_time = LaunchConfiguration('use_sim_time')
     return LaunchDescription([
         DeclareLaunchArgument('policy', default_value=_shipped_policy(),
-                              description='ONNX policy file (default: the shipped dance policy; '
+                              description='ONNX policy file (default: the shipped run policy; '
                                           'empty: stand and damping only)'),
         DeclareLaunchArgument('policy_config', default_value=config('policy_node.yaml'),
                               description='policy_node parameters file'),

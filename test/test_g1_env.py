@@ -5,6 +5,7 @@ One small env (2 envs, BCG off, randomisation on) compiled once for the module;
 a forward step of the G1 takes minutes to compile on a CPU.
 """
 
+import copy
 import dataclasses
 
 import jax
@@ -69,7 +70,34 @@ def test_reset_observation_is_the_contracts(env):
     lo, hi = env.config.dr.friction_range
     assert np.all((np.asarray(dr.friction) >= lo) & (np.asarray(dr.friction) <= hi))
     assert np.all(np.abs(np.asarray(dr.com_offset)) <= env.config.dr.com_offset)
-    assert set(np.unique(np.asarray(dr.latency))) <= {0.0, 1.0}
+    # A late episode holds the previous action for the whole control step (latency_max 0).
+    assert set(np.unique(np.asarray(dr.latency))) <= {0.0, float(env.sim.config.substeps)}
+
+
+def test_a_late_action_reaches_the_motors_after_its_latency(env):
+    """dr.latency physics steps of a control step hold the previous action, the rest the new."""
+    st = env.jit_reset(jax.random.PRNGKey(6))
+    substeps = env.sim.config.substeps
+    old = jnp.zeros((2, env.action_size))
+    new = jnp.full((2, env.action_size), 0.3)
+    st = dataclasses.replace(st, last_action=old)
+
+    def joints(action, latency):
+        dr = dataclasses.replace(st.dr, latency=jnp.full((2,), float(latency)))
+        after, _ = env.jit_step(dataclasses.replace(st, dr=dr), action, jax.random.PRNGKey(7))
+        return np.asarray(after.bcg.sim.qpos[:, env.qpos_adr])
+
+    on_time, part, whole = joints(new, 0), joints(new, 2), joints(new, substeps)
+    np.testing.assert_allclose(whole, joints(old, 0), atol=1e-6)   # one control step late
+    assert np.abs(part - on_time).max() > 1e-3 and np.abs(part - whole).max() > 1e-3
+    np.testing.assert_allclose(joints(old, 2), joints(old, 0), atol=1e-6)   # nothing changed
+    # latency_max draws a late episode's delay in whole physics steps, 1 to its length.
+    late = copy.copy(env)
+    late.config = dataclasses.replace(env.config, dr=dataclasses.replace(
+        env.config.dr, latency_prob=0.5, latency_max=2.2 * env.sim.config.dt))
+    drawn = np.asarray(late._latency(jax.random.PRNGKey(8), 2000))
+    assert set(np.unique(drawn)) == {0.0, 1.0, 2.0}
+    assert 0.45 < np.mean(drawn > 0) < 0.55
 
 
 def test_step_truncates_at_the_episode_length_and_resets(env):

@@ -81,7 +81,7 @@ FALL_HEIGHT = 0.3
 LOADED_N = 150.0
 LIFTED_N = 30.0
 """A foot carrying more than LOADED_N is in stance, one under LIFTED_N in the air (the
-G1 weighs 344 N, about 170 N per foot standing; the dance steps from foot to foot)."""
+G1 weighs 344 N, about 170 N per foot standing; the run goes from foot to foot)."""
 RVIZ_TYPES = {'rviz_default_plugins/RobotModel': 'std_msgs/msg/String',
               'rviz_default_plugins/TF': 'tf2_msgs/msg/TFMessage',
               'rviz_default_plugins/MarkerArray': 'visualization_msgs/msg/MarkerArray',

@@ -38,6 +38,24 @@ def test_free_flight_matches_mujoco():
     np.testing.assert_allclose(np.asarray(final.qpos), d.qpos, atol=1e-5)
 
 
+def test_a_step_takes_one_target_per_physics_step():
+    # A command that reaches the motors part-way through a control step: the step with
+    # [substeps, A] targets is its physics steps under those rows, one after another.
+    m, sim = tumbler(simulator.SimConfig(substeps=4))
+    state = simulator.reset(sim, m.qpos0, np.random.default_rng(1).normal(0, 1.0, m.nv))
+    old, new = jnp.asarray([0.5, -0.4], sim.dtype), jnp.asarray([-0.3, 0.6], sim.dtype)
+    rows = jnp.stack([old, new, new, new])
+    stepped, _ = jax.jit(lambda s: simulator.step(sim, s, rows))(state)
+    by_hand = state
+    for target in rows:
+        by_hand = simulator.substep(sim, by_hand, target)[0]
+    np.testing.assert_allclose(np.asarray(stepped.qpos), np.asarray(by_hand.qpos), atol=1e-6)
+    whole, _ = jax.jit(lambda s: simulator.step(sim, s, new))(state)
+    rows_new, _ = jax.jit(lambda s: simulator.step(sim, s, jnp.stack([new] * 4)))(state)
+    np.testing.assert_allclose(np.asarray(whole.qvel), np.asarray(rows_new.qvel), atol=1e-6)
+    assert np.abs(np.asarray(whole.qvel) - np.asarray(stepped.qvel)).max() > 1e-3
+
+
 @pytest.fixture(scope='module')
 def hopper_rollout():
     """A jitted 80-step rollout of the hopper taking the Sim as an argument (one compile)."""

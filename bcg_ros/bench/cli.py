@@ -15,6 +15,8 @@ BENCHMARKS = {
     'ascent': 'Gradient ascent on a G1 rollout: frozen vs exact implicit-step gradient.',
     'evaluator': 'MuJoCo sim2sim evaluator: simulated seconds per wall second.',
     'executor': 'policy_node /lowstate-to-/lowcmd latency and 500 Hz period error over DDS.',
+    'sim2sim': 'A policy over DDS through g1_sim_node and policy_node: stand, off the gantry, '
+               'start; falls and e-stops per trial.',
     'estimator': 'state_bridge_node estimator against g1_sim_node ground truth.',
     'compile': 'Cold XLA compile of the training step of bcg-train --preset cpu --motion run.',
     'bcg-cost': 'A SHAC + BCG training iteration over a plain one, same batch and clip.',

@@ -21,7 +21,7 @@ Implements :class:`bcg_ros.core.env.Env` on :mod:`bcg_ros.core.sim` wrapped by
   (reference state initialisation) and restart inside :meth:`G1Env.step` with
   ``jnp.where`` on the batch;
 - domain randomisation per episode: ground friction, pelvis mass, pelvis CoM
-  offset, PD gain scale, an action latency of 0 or 1 control step; random
+  offset, PD gain scale, an action latency (one control step, or part of one); random
   pushes (a horizontal velocity change) at random steps.
 """
 
@@ -60,7 +60,12 @@ class DomainRandConfig:
     gain_scale_range: Tuple[float, float] = (0.9, 1.1)
     """Factor on every kp and kd, uniform."""
     latency_prob: float = 0.5
-    """Probability that the episode applies each action one control step late."""
+    """Probability that the episode's actions reach the motors late."""
+    latency_max: float = 0.0
+    """Longest delay [s] of a late episode, drawn uniformly in whole physics steps from one
+    to this: for that part of each control step the motors still hold the previous action,
+    as a real robot's do between its state sample and the command's arrival. 0: one whole
+    control step."""
     push_prob: float = 0.01
     """Probability per control step of a push."""
     push_velocity: float = 0.3
@@ -191,7 +196,8 @@ class DomainParams:
     com_offset: jax.Array
     gain_scale: jax.Array
     latency: jax.Array
-    """1.0: actions are applied one control step late."""
+    """Physics steps of each control step that still hold the previous action (0: none;
+    the step's substeps: the action is applied one control step late)."""
     velocity_bias: jax.Array
     """``[3]`` offset of the observed base velocity (``base_velocity_bias``)."""
     velocity_trace: jax.Array
@@ -368,10 +374,20 @@ class G1Env:
         return DomainParams(u(k[0], c.friction_range), u(k[1], c.base_mass_range),
                             u(k[2], (-c.com_offset, c.com_offset), (n, 3)),
                             u(k[3], c.gain_scale_range),
-                            jax.random.bernoulli(k[4], c.latency_prob, (n,)).astype(dt),
+                            self._latency(k[4], n),
                             self.config.base_velocity_bias * jax.random.normal(
                                 jax.random.fold_in(key, 5), (n, 3), dt),
                             jax.random.randint(jax.random.fold_in(key, 6), (n,), 0, traces))
+
+    def _latency(self, key, n):
+        """[n] delayed physics steps per control step (:attr:`DomainParams.latency`)."""
+        c, substeps, dt = self.config.dr, self.sim.config.substeps, self.sim.dtype
+        late = jax.random.bernoulli(key, c.latency_prob, (n,))
+        longest = min(substeps, max(1, round(c.latency_max / self.sim.config.dt)))
+        steps = (jax.random.randint(jax.random.fold_in(key, 1), (n,), 1, longest + 1)
+                 if c.latency_max > 0
+                 else jnp.full((n,), substeps))
+        return jnp.where(late, steps, 0).astype(dt)
 
     def _fresh(self, key) -> G1State:
         """Return ``num_envs`` new episodes at (random) reference frames."""
@@ -454,9 +470,11 @@ class G1Env:
         c = self.config
         k_phys, k_push, k_reset = jax.random.split(key, 3)
         k_vel = jax.random.fold_in(key, 3)
-        applied = jnp.where(s.dr.latency[:, None] > 0, s.last_action, action)
-        targets = jax.vmap(lambda a, f: self._contract.action_to_targets(
-            a, jnp, self._ref_obs(f)))(applied, s.frame)
+        to_targets = jax.vmap(lambda a, f: self._contract.action_to_targets(
+            a, jnp, self._ref_obs(f)))
+        late = jnp.arange(self.sim.config.substeps) < s.dr.latency[:, None]   # [B, substeps]
+        targets = jnp.where(late[..., None], to_targets(s.last_action, s.frame)[:, None],
+                            to_targets(action, s.frame)[:, None])
         b, binfo = self._physics(s, targets, k_phys)
         b = self._push(b, k_push, c.dr.enabled)
         qpos, qvel = b.sim.qpos, b.sim.qvel

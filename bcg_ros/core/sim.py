@@ -554,21 +554,27 @@ def observe(sim: Sim, state: SimState, normal_force, normal_impulse,
 
 def _control_step(sim: Sim, state: SimState, action: jax.Array):
     action = jnp.asarray(action, sim.dtype)
+    if action.ndim == 1:
+        action = jnp.broadcast_to(action, (sim.config.substeps,) + action.shape)
 
-    def body(carry, _):
+    def body(carry, target):
         s, f_max, imp = carry
-        s, f_n = substep(sim, s, action)
+        s, f_n = substep(sim, s, target)
         return (s, jnp.maximum(f_max, f_n), imp + f_n * sim.config.dt), None
 
     zeros = jnp.zeros(len(sim.sphere_body) + collide.count(sim.geometry), sim.dtype)
-    (state, f_max, imp), _ = jax.lax.scan(body, (state, zeros, zeros), None,
-                                          length=sim.config.substeps)
+    (state, f_max, imp), _ = jax.lax.scan(body, (state, zeros, zeros), action)
     s = len(sim.sphere_body)
     return state, observe(sim, state, f_max[:s], imp[:s], f_max[s:])
 
 
 def step(sim: Sim, state: SimState, action: jax.Array):
-    """One control step (``substeps`` physics steps) of one env: (state, StepInfo)."""
+    """
+    One control step (``substeps`` physics steps) of one env: (state, StepInfo).
+
+    ``action``: the PD targets [A] of the whole step, or [substeps, A], one row per
+    physics step (a command that reaches the motors part-way through the step).
+    """
     fn = jax.checkpoint(_control_step) if sim.config.remat else _control_step
     return fn(sim, state, action)
 

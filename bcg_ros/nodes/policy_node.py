@@ -18,7 +18,9 @@ Interfaces (names relative to the node, ``~``):
   a failing rule, or ERROR in damping; values mode, previous, reason, fault,
   tick_faults, lowstate_age_ms, commands_sent, policy, command_path_ms_p50 and
   _p99 (the node's own time from a LowState taken to its LowCmd published, over the
-  last 1000 answered);
+  last 1000 answered), action_age_ms_p50 and _p99 (from the LowState a policy step
+  acted on to the first LowCmd carrying its targets, over the last 500 steps: the
+  latency the policy has to stand, in simulated time on sim time);
 - ``~/mode_marker`` (visualization_msgs/MarkerArray, with ``~/status``): the mode
   and its reason as text above the pelvis, for rviz.
 
@@ -183,6 +185,9 @@ LATE_STATE_PERIODS = 2.5
 its own clock. The stream's arrival jitter over DDS reaches a millisecond on a loaded
 machine; at 1.5 periods such a late LowState met an own-clock command just sent, was
 skipped and answered a period later, which made the tail of ``bcg-bench executor``."""
+FRESH_STATE_WAIT_S = 0.05
+"""Wall seconds a policy step waits for its period's first LowState before it acts on the
+newest it has (the stream has paused: the stale rule decides on damping, not this wait)."""
 STATE_QOS = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=1,
                        reliability=ReliabilityPolicy.BEST_EFFORT)
 """LowState: only the newest matters; best effort also matches a reliable publisher."""
@@ -233,8 +238,14 @@ class PolicyNode(LifecycleNode):
         self.commands_sent = 0
         self._path_s = collections.deque(maxlen=1000)
         """Seconds from a LowState taken to its LowCmd published, the latest answered."""
+        self._action_age_s = collections.deque(maxlen=500)
+        """Seconds (node clock) from the LowState a policy step acted on to the first LowCmd
+        that carried its targets: the latency the policy sees, the latest steps."""
+        self._sent_out: Optional[modes.PolicyOutput] = None
         self._sim_time = bool(self.get_parameter('use_sim_time').value)
         self._clock_moved = threading.Condition()
+        self._state_taken = threading.Condition()
+        """Notified by the command thread after each LowState it takes in."""
         if self._sim_time:
             # Every /clock message moves the ROS clock forward: wake the sleepers then.
             self._clock_jump = self.get_clock().create_jump_callback(
@@ -269,6 +280,14 @@ class PolicyNode(LifecycleNode):
                 # Woken by the next /clock message; the timeout only rechecks _stop.
                 self._clock_moved.wait(0.05)
         return False
+
+    def _await_state(self, t: float) -> None:
+        """Wait for a LowState taken at ``t`` or later (at most FRESH_STATE_WAIT_S)."""
+        def fresh():
+            sample = self._state.sample
+            return self._stop.is_set() or (sample is not None and sample.stamp >= t)
+        with self._state_taken:
+            self._state_taken.wait_for(fresh, FRESH_STATE_WAIT_S)
 
     # --- lifecycle ---------------------------------------------------------
 
@@ -442,6 +461,8 @@ class PolicyNode(LifecycleNode):
                     source='remote')
                 self.get_logger().info(f'remote {req.value}: {text}')
             self._state = st
+        with self._state_taken:
+            self._state_taken.notify_all()
         self._mode_changed()
 
     def _service(self, req: modes.Request):
@@ -510,12 +531,17 @@ class PolicyNode(LifecycleNode):
                 continue
             synced = got
             with self._lock:
-                self._state, cmd = modes.on_tick(self.ecfg, self._state, now, self._policy_out)
+                out = self._policy_out
+                self._state, cmd = modes.on_tick(self.ecfg, self._state, now, out)
+                driven = self._state.mode is modes.Mode.POLICY
             if cmd is not None and self._cmd_pub is not None:
                 self._cmd_pub.publish(lowlevel.serialize_lowcmd(cmd))
                 self.commands_sent += 1
                 if got:
                     self._path_s.append(time.monotonic() - taken)
+                if driven and out is not None and out is not self._sent_out:
+                    self._sent_out = out
+                    self._action_age_s.append(now - out.state_stamp)
             last_send = anchor = now
             self._mode_changed()
 
@@ -536,6 +562,9 @@ class PolicyNode(LifecycleNode):
                     continue
             else:
                 next_t = now
+            # Act on the first LowState of the period rather than on one up to a state
+            # period old: its targets then reach the motors one state period after it.
+            self._await_state(next_t)
             with self._lock:
                 st = self._state
             if st.mode is not modes.Mode.POLICY or st.sample is None:
@@ -572,10 +601,20 @@ class PolicyNode(LifecycleNode):
             self._publish_status()
 
     def _path_percentiles(self) -> dict:
-        """command_path_ms_p50 and _p99 as text ('' before the first answered LowState)."""
-        path = np.array(self._path_s) * 1e3
-        return {f'command_path_ms_p{q}': f'{np.percentile(path, q):.3f}' if len(path) else ''
-                for q in (50, 99)}
+        """
+        command_path_ms_p50/_p99 and action_age_ms_p50/_p99 as text ('' before the first).
+
+        command_path: a LowState taken to its LowCmd published (wall clock); action_age:
+        the LowState a policy step acted on to the first LowCmd with its targets (node
+        clock, simulated on sim time), the latency a policy has to stand.
+        """
+        out = {}
+        for name, seconds in (('command_path', self._path_s),
+                              ('action_age', self._action_age_s)):
+            ms = np.array(seconds) * 1e3
+            out.update({f'{name}_ms_p{q}': f'{np.percentile(ms, q):.3f}' if len(ms) else ''
+                        for q in (50, 99)})
+        return out
 
     def _publish_status(self):
         with self._lock:

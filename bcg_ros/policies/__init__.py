@@ -10,9 +10,9 @@ from typing import Tuple
 
 DIR = pathlib.Path(__file__).resolve().parent
 """Folder of the shipped policies."""
-DEFAULT_MOTION = 'dance'
-"""The motion whose policy the tools and launch files run when given none: one that stays
-up on Unitree's official model with its feet near the ground (see each ``<motion>.md``)."""
+DEFAULT_MOTION = 'run'
+"""The motion whose policy the tools and launch files run when given none: the one that
+stays up on Unitree's official model and travels (see each ``<motion>.md``)."""
 
 
 class PolicyNotShipped(FileNotFoundError):

@@ -210,6 +210,8 @@ class PolicyOutput:
     kd: np.ndarray
     action: np.ndarray
     """The raw policy output (policy order)."""
+    state_stamp: float = float('nan')
+    """Stamp of the LowState the policy acted on [s, the executor's clock]."""
 
 
 @dataclass(frozen=True)

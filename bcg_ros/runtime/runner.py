@@ -171,4 +171,5 @@ class PolicyRunner:
         self.step_count += 1
         targets = self.contract.action_to_targets(action, ref=self._ref)
         q = lowlevel.to_motor_order(targets, self.slots, g1.DEFAULT_POSE)
-        return PolicyOutput(stamp=now, q=q, kp=self.kp, kd=self.kd, action=action)
+        return PolicyOutput(stamp=now, q=q, kp=self.kp, kd=self.kd, action=action,
+                            state_stamp=s.stamp)

@@ -34,7 +34,8 @@ RESUMABLE_CHANGES = ('run.iterations', 'run.max_minutes', 'run.progress_bar', 'r
                      'run.curves_every', 'run.keep_checkpoints', 'g1.bcg.max_bundled',
                      'g1.base_velocity_noise', 'g1.base_velocity_bias',
                      'g1.base_velocity_errors', 'g1.hold_end',
-                     'g1.dr.push_prob', 'g1.dr.push_velocity', 'g1.sim.terrain',
+                     'g1.dr.push_prob', 'g1.dr.push_velocity', 'g1.dr.latency_prob',
+                     'g1.dr.latency_max', 'g1.sim.terrain',
                      'g1.sim.whole_body')
 """Fields a resumed run may change: how long it runs, how it reports, where BCG's branch
 work runs (``g1.bcg.max_bundled`` changes the gradient only for a bundle dropped for want of
@@ -42,8 +43,9 @@ a slot, which the history counts), how noisy the observed base velocity is (a po
 taken on with more noise, or with the estimator's recorded errors, to stand them, keeps its
 network and state), how long an episode runs on at the clip's end, how often and how hard
 the envs are pushed (a policy taken on with harder pushes, to recover from a stride off its
-clip), and the ground and what collides with it (a policy taken on from flat ground to a
-terrain, with whole-body contacts: its observations and actions are the same)."""
+clip), how late its actions reach the motors (taken on to stand a robot's latency), and
+the ground and what collides with it (a policy taken on from flat ground to a terrain, with
+whole-body contacts: its observations and actions are the same)."""
 
 
 def compiling_message() -> str:
