@@ -52,7 +52,7 @@ import collections
 import threading
 import time
 from dataclasses import dataclass
-from typing import Optional
+from typing import Callable, Optional
 
 import numpy as np
 from diagnostic_msgs.msg import DiagnosticStatus
@@ -264,17 +264,25 @@ class PolicyNode(LifecycleNode):
         with self._clock_moved:
             self._clock_moved.notify_all()
 
-    def _sleep_until(self, t: float) -> bool:
-        """Sleep until ``t`` on this node's clock; False when stopped or the clock went back."""
+    def _sleep_until(self, t: float, between: Optional[Callable[[], None]] = None) -> bool:
+        """
+        Sleep until ``t`` on this node's clock; False when stopped or the clock went back.
+
+        ``between`` runs on each wake-up: after each LowState in real time, each /clock
+        message on sim time.
+        """
         start = t - self._now()
         while not self._stop.is_set():
+            if between is not None:
+                between()
             remaining = t - self._now()
             if remaining <= 0:
                 return True
             if remaining > start + 1e-3:
                 return False   # the clock jumped back
             if not self._sim_time:
-                self._stop.wait(remaining)
+                with self._state_taken:
+                    self._state_taken.wait(remaining)
                 continue
             with self._clock_moved:
                 # Woken by the next /clock message; the timeout only rechecks _stop.
@@ -288,6 +296,17 @@ class PolicyNode(LifecycleNode):
             return self._stop.is_set() or (sample is not None and sample.stamp >= t)
         with self._state_taken:
             self._state_taken.wait_for(fresh, FRESH_STATE_WAIT_S)
+
+    def _feed_estimator(self) -> None:
+        """Feed the LowStates taken since the last call to the policy's state estimator."""
+        try:
+            while self._velocity_samples:
+                self._runner.observe_state(self._velocity_samples.popleft())
+        except Exception as exc:  # noqa: B902 - a failing estimator must damp, not crash
+            self._velocity_samples.clear()
+            with self._lock:
+                self._state = modes.fault(self._state, f'state estimator raised: {exc}',
+                                          self._now())
 
     # --- lifecycle ---------------------------------------------------------
 
@@ -558,7 +577,8 @@ class PolicyNode(LifecycleNode):
             if next_t - now > dt:
                 next_t = now + dt   # the clock went back (a simulator reset)
             if next_t > now:
-                if not self._sleep_until(next_t):
+                # The estimator takes each LowState as it comes, not ten at the step.
+                if not self._sleep_until(next_t, self._feed_estimator):
                     continue
             else:
                 next_t = now
@@ -574,8 +594,7 @@ class PolicyNode(LifecycleNode):
                 self._velocity_samples.clear()   # its estimator starts from the next one
                 epoch = st.since
             try:
-                while self._velocity_samples:
-                    self._runner.observe_state(self._velocity_samples.popleft())
+                self._feed_estimator()
                 now = self._now()
                 out = self._runner.step(st.sample, now, self.velocity_command(st.sample, now))
             except Exception as exc:  # noqa: B902 - a failing policy must damp, not crash
