@@ -251,9 +251,10 @@ def run(args) -> int:
     if not done:
         print('no trial ran')
         return 1
-    ages = np.array([r['action_age_ms'] for r in done])
-    print(f'action age (LowState acted on to the LowCmd with its targets, simulated ms): '
-          f'median over trials p50 {np.nanmedian(ages[:, 0]):.1f}, '
-          f'p99 {np.nanmedian(ages[:, 1]):.1f}')
+    ages = np.array([r['action_age_ms'] for r in done if np.isfinite(r['action_age_ms'][0])])
+    if len(ages):
+        print(f'action age (LowState acted on to the LowCmd with its targets, simulated ms): '
+              f'median over trials p50 {np.median(ages[:, 0]):.1f}, '
+              f'p99 {np.median(ages[:, 1]):.1f}')
     print(f'sim2sim_falls: {sum(r["fell"] for r in done)}/{len(done)}')
     return 0
