@@ -53,7 +53,8 @@ def stop_process(proc, timeout: float = 5.0) -> str:
     Stop a node started as a subprocess and return everything it printed.
 
     SIGINT first, as Ctrl-C would (a policy_node sends its last damping command on
-    the way out); SIGKILL after ``timeout`` seconds. ``proc`` needs stdout=PIPE, text.
+    the way out); SIGKILL after ``timeout`` seconds. ``proc`` with stdout=PIPE, text
+    returns what it printed; with no pipe, ''.
     """
     import signal
     import subprocess
@@ -65,4 +66,4 @@ def stop_process(proc, timeout: float = 5.0) -> str:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
-    return proc.stdout.read()
+    return proc.stdout.read() if proc.stdout is not None else ''

@@ -27,9 +27,6 @@ from typing import List, Optional
 
 import numpy as np
 
-FALL_HEIGHT = 0.3
-"""m: a pelvis lower than this has fallen (the evaluator's rule)."""
-
 
 def add_arguments(parser):
     """Benchmark options."""
@@ -155,7 +152,8 @@ def _trial(watcher: _Watcher, seconds: float, rtf: float) -> dict:
     watcher.call(Trigger, '/policy_node/stop', Trigger.Request())
     if not len(odom):
         raise RuntimeError('no odometry from g1_sim_node')
-    low = odom[:, 3] < FALL_HEIGHT
+    from bcg_ros.eval.rollout import RolloutConfig
+    low = odom[:, 3] < RolloutConfig().fall_height   # the evaluator's rule
     fell_at = float(odom[np.argmax(low), 0] - t0) if low.any() else None
     return {'seconds': float(elapsed), 'min_height': float(odom[:, 3].min()),
             'travel': float(np.hypot(*(odom[-1, 1:3] - odom[0, 1:3]))),
@@ -171,21 +169,12 @@ def _spawn(module: str, domain: int, params: List[str]) -> subprocess.Popen:
                             stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
 
 
-def _stop(proc: subprocess.Popen) -> None:
-    proc.send_signal(2)
-    try:
-        proc.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
-
-
 def run(args) -> int:
     """Run the trials and print them; the last line is sim2sim_falls."""
     import rclpy
     from rclpy.executors import SingleThreadedExecutor
 
-    from bcg_ros import policies
+    from bcg_ros import policies, testing
     from bcg_ros.runtime.modes import ExecutorConfig
     policy = args.policy or str(policies.path())
     trials = 2 if args.quick else args.trials
@@ -228,8 +217,8 @@ def run(args) -> int:
                 print(f'trial {i} (seed {seed}): not run: {exc}', flush=True)
                 r = None
             finally:
-                _stop(pol)
-                _stop(sim)
+                testing.stop_process(pol, 10.0)
+                testing.stop_process(sim, 10.0)
             results.append(r)
             if r is not None:
                 what = (f'damping ({r["damping"]}) at {r["seconds"]:.2f} s' if r['damping']

@@ -472,9 +472,11 @@ class G1Env:
         k_vel = jax.random.fold_in(key, 3)
         to_targets = jax.vmap(lambda a, f: self._contract.action_to_targets(
             a, jnp, self._ref_obs(f)))
-        late = jnp.arange(self.sim.config.substeps) < s.dr.latency[:, None]   # [B, substeps]
-        targets = jnp.where(late[..., None], to_targets(s.last_action, s.frame)[:, None],
-                            to_targets(action, s.frame)[:, None])
+        targets = to_targets(action, s.frame)
+        if c.dr.enabled and c.dr.latency_prob > 0:   # else no episode is late
+            late = jnp.arange(self.sim.config.substeps) < s.dr.latency[:, None]  # [B, sub]
+            targets = jnp.where(late[..., None], to_targets(s.last_action, s.frame)[:, None],
+                                targets[:, None])
         b, binfo = self._physics(s, targets, k_phys)
         b = self._push(b, k_push, c.dr.enabled)
         qpos, qvel = b.sim.qpos, b.sim.qvel
