@@ -237,6 +237,39 @@ class _NanAfter:
         return out * np.nan if self.calls > self.steps else out
 
 
+class _ElbowTarget:
+    """A policy stand-in that sends the left elbow to ``target`` and leaves the rest at 0."""
+
+    def __init__(self, policy, motion, target: float):
+        c = policy.contract
+        self.contract, self.motor_ids, self.path = c, policy.motor_ids, policy.path
+        elbow = g1.JOINT_NAMES.index('left_elbow_joint')
+        self.k = int(np.flatnonzero(policy.motor_ids == elbow)[0])
+        ref = ct.reference_window(motion, policy.motor_ids, 0) if c.uses_reference else None
+        zero = np.zeros(c.num_joints)
+        base = c.action_to_targets(zero, ref=ref)[self.k]
+        self.action = zero.astype(np.float32)
+        scale = np.broadcast_to(np.asarray(c.action_scale, float), (c.num_joints,))
+        self.action[self.k] = (target - base) / scale[self.k]
+        assert c.action_to_targets(self.action, ref=ref)[self.k] == pytest.approx(target, abs=1e-5)
+
+    def act(self, obs):
+        return self.action
+
+
+def test_targets_past_a_joint_range_reach_the_motor_at_its_end(g, zeros_policy, stand):
+    # policy_node's executor clips every target into the joint ranges before the wire;
+    # the evaluator judges what the robot would get, so a target past the elbow's upper
+    # end moves the robot exactly as one at that end.
+    upper = g1.JOINT_UPPER[g1.JOINT_NAMES.index('left_elbow_joint')]
+    at_end, past = (run_once(_ElbowTarget(zeros_policy, stand, t), g, 0, QUIET, stand)
+                    for t in (upper, upper + 0.3))
+    elbow = g1.JOINT_NAMES.index('left_elbow_joint')
+    assert at_end.joint_pos[-1, elbow] > upper - 0.1   # it went there
+    np.testing.assert_array_equal(past.joint_pos, at_end.joint_pos)
+    np.testing.assert_array_equal(past.root_pos, at_end.root_pos)
+
+
 def test_non_finite_policy_output_ends_the_run_as_a_fall(g, zeros_policy, stand):
     from bcg_ros.eval import metrics
     run = run_once(_NanAfter(zeros_policy, 10), g, 0, QUIET, stand)

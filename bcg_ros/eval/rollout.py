@@ -3,7 +3,8 @@ Policy rollouts in MuJoCo (the C engine): the sim2sim half of the evaluation.
 
 Every physics step the joint PD runs on the policy's latest targets, with the
 G1's torque limits, inside MuJoCo's actuators with the implicitfast integrator
-(:mod:`bcg_ros.robot.pd`); the policy runs at its own period. A model perturbed
+(:mod:`bcg_ros.robot.pd`); the policy runs at its own period, and its targets are held
+to the joint ranges as policy_node's executor holds them on the robot. A model perturbed
 with physical parameters (:func:`bcg_ros.robot.physics.perturb`) runs as
 g1_sim_node runs it: targets reach the motors after its control latency, and
 each motor delivers its strength times the PD torque. Each run has its
@@ -27,7 +28,7 @@ from bcg_ros.runtime import estimator as est
 from bcg_ros import motion as motion_mod
 from bcg_ros.motion import Motion
 from bcg_ros import rotation
-from bcg_ros.robot import g1, pd, physics, sensors
+from bcg_ros.robot import g1, lowlevel, pd, physics, sensors
 from bcg_ros.robot.model import G1Model
 from bcg_ros.runtime.policy import Policy
 
@@ -404,6 +405,8 @@ def run_once(policy: Union[Policy, Baseline], g: G1Model, seed: int,
     d = mujoco.MjData(m)
     qadr, vadr, ids = g.qpos_adr, g.qvel_adr, policy.motor_ids
     kp, kd, q_target = motor_gains(policy)
+    limits = lowlevel.CommandLimits.for_g1()
+    q_lower, q_upper = limits.q_lower, limits.q_upper
     tau_lim = np.asarray(g1.TORQUE_LIMIT, float)
     if robot.native_pd and not native:
         # The PD runs here: the actuators stay at zero force.
@@ -466,7 +469,9 @@ def run_once(policy: Union[Policy, Baseline], g: G1Model, seed: int,
             if q_pol is None:
                 diverged = f'non-finite policy output at t = {d.time:.3f} s'
                 break
-            q_target[ids] = q_pol
+            # The executor's last barrier (policy_node's CommandLimits): targets past a joint's
+            # range are sent at its end, as the robot gets them.
+            q_target[ids] = np.clip(q_pol, q_lower[ids], q_upper[ids])
             if push_every and step > 0 and step % push_every == 0:
                 ang = rng.uniform(0.0, 2.0 * np.pi)
                 d.qvel[:2] += config.push_velocity * np.array([np.cos(ang), np.sin(ang)])
