@@ -382,7 +382,9 @@ def imitation_contract(motion_name: str = '', motion_frames: int = 0,
     Return the contract of the project's own imitation policies on the G1.
 
     ``ref_velocity`` adds :data:`REF_VELOCITY_TERM` to the observation, then
-    ``base_velocity`` :data:`BASE_VELOCITY_TERM`.
+    ``base_velocity`` :data:`BASE_VELOCITY_TERM`. Targets are held to the joint ranges
+    (``target_clip``), as policy_node's executor holds them on the robot, so training
+    sees the targets the motors get.
     """
     return Contract(joint_names=g1.JOINT_NAMES, default_pose=g1.DEFAULT_POSE,
                     kp=g1.DEFAULT_KP, kd=g1.DEFAULT_KD,
@@ -392,7 +394,8 @@ def imitation_contract(motion_name: str = '', motion_frames: int = 0,
                                + ((BASE_VELOCITY_TERM,) if base_velocity else ())),
                     control_dt=g1.CONTROL_DT,
                     motion_name=motion_name, motion_frames=motion_frames,
-                    action_residual=residual)
+                    action_residual=residual,
+                    target_clip=tuple(zip(g1.JOINT_LOWER, g1.JOINT_UPPER)))
 
 
 def reference_indices(step, num_frames: int, xp=np):

@@ -23,6 +23,25 @@ def test_project_metadata_round_trip(tmp_path):
     assert p.act(np.zeros(c.obs_size)).shape == (g1.NUM_JOINTS,)
 
 
+def test_the_projects_policies_target_within_the_joint_ranges_in_training_too():
+    # The trainer maps actions through this contract (with jax.numpy), so the targets
+    # it simulates are the ones policy_node's executor lets through.
+    import jax.numpy as jnp
+    lo, hi = np.asarray(g1.JOINT_LOWER), np.asarray(g1.JOINT_UPPER)
+    for residual in (False, True):
+        c = ct.imitation_contract('stand', 101, residual=residual)
+        ref = ct.RefObs(joint_pos=np.tile(np.asarray(g1.DEFAULT_POSE), (ct.REF_FUTURE, 1)),
+                        root_quat=np.tile([1.0, 0, 0, 0], (ct.REF_FUTURE, 1)),
+                        root_height=np.full(ct.REF_FUTURE, 0.79),
+                        root_lin_vel=np.zeros((ct.REF_FUTURE, 3)))
+        a = np.linspace(-40.0, 40.0, g1.NUM_JOINTS)
+        q = np.asarray(c.action_to_targets(jnp.asarray(a), jnp, ref))
+        assert np.all(q >= lo - 1e-6) and np.all(q <= hi + 1e-6)
+        assert np.any(q <= lo + 1e-6) and np.any(q >= hi - 1e-6)   # both ends reached
+        np.testing.assert_allclose(q, np.clip(np.asarray(g1.DEFAULT_POSE) + 0.25 * a, lo, hi),
+                                   atol=1e-5)
+
+
 def test_deploy_yaml_translates_joint_order_and_motor_order_gains(tmp_path):
     order = synthetic.isaaclab_joint_order()
     assert sorted(order) == sorted(g1.JOINT_NAMES) and order != g1.JOINT_NAMES

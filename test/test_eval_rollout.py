@@ -1,5 +1,6 @@
 """MuJoCo rollouts and whole evaluations on the G1, with policies the tests export."""
 
+import dataclasses
 import json
 
 import mujoco
@@ -257,12 +258,15 @@ class _ElbowTarget:
         return self.action
 
 
-def test_targets_past_a_joint_range_reach_the_motor_at_its_end(g, zeros_policy, stand):
+def test_targets_past_a_joint_range_reach_the_motor_at_its_end(g, stand, tmp_path):
     # policy_node's executor clips every target into the joint ranges before the wire;
     # the evaluator judges what the robot would get, so a target past the elbow's upper
-    # end moves the robot exactly as one at that end.
+    # end moves the robot exactly as one at that end, also for a policy whose contract
+    # does not clip its targets (as a deploy.yaml's need not).
+    c = dataclasses.replace(ct.imitation_contract('stand', stand.num_frames), target_clip=None)
+    policy = load_policy(synthetic.save_policy(tmp_path / 'policy.onnx', c))
     upper = g1.JOINT_UPPER[g1.JOINT_NAMES.index('left_elbow_joint')]
-    at_end, past = (run_once(_ElbowTarget(zeros_policy, stand, t), g, 0, QUIET, stand)
+    at_end, past = (run_once(_ElbowTarget(policy, stand, t), g, 0, QUIET, stand)
                     for t in (upper, upper + 0.3))
     elbow = g1.JOINT_NAMES.index('left_elbow_joint')
     assert at_end.joint_pos[-1, elbow] > upper - 0.1   # it went there

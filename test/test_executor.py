@@ -283,7 +283,8 @@ def test_policy_order_differs_from_motor_order(tmp_path):
         base, joint_names=tuple(np.asarray(base.joint_names)[perm]),
         default_pose=tuple(np.asarray(base.default_pose)[perm]),
         kp=tuple(np.asarray(base.kp)[perm]), kd=tuple(np.asarray(base.kd)[perm]),
-        action_scale=base.action_scale, action_offset=tuple(np.asarray(base.default_pose)[perm]))
+        action_scale=base.action_scale, action_offset=tuple(np.asarray(base.default_pose)[perm]),
+        target_clip=tuple(map(tuple, np.asarray(base.target_clip)[perm])))
     runner = PolicyRunner(str(testing.constant_policy(tmp_path / 'rev.onnx', 0.0, c)))
     q = DEFAULT + np.linspace(0.0, 0.1, 29)
     obs = runner.observation(sample(0.0, 1, q=q))
@@ -424,8 +425,9 @@ def test_residual_policy_targets_the_next_reference_frame(tmp_path):
     m = _motion()
     for step in range(3):
         out = runner.step(sample(0.0, 1 + step), 0.0)
-        # The reference's joint angles of frame step + 1, plus 0.25 * 1.
-        np.testing.assert_allclose(out.q[:29], m.joint_pos[step + 1] + 0.25, atol=1e-6)
+        # The reference's joint angles of frame step + 1, plus 0.25 * 1, in the joint ranges.
+        want = np.clip(m.joint_pos[step + 1] + 0.25, g1.JOINT_LOWER, g1.JOINT_UPPER)
+        np.testing.assert_allclose(out.q[:29], want, atol=1e-6)
 
 
 RANGES = {'lin_vel_x': (-0.5, 1.0), 'lin_vel_y': (-0.3, 0.3), 'ang_vel_z': (-1.0, 1.0)}
