@@ -340,6 +340,7 @@ def _policy_controller(motion: str) -> Tuple[Controller, object]:
 
     def controller(k: int, t: float, s: LowStateSample) -> Optional[MotorCommand]:
         st, _ = modes.on_lowstate(cfg, state['exec'], s)
+        runner.observe_state(s)   # every LowState, as policy_node feeds its estimator
         if k == 0:
             # The operator has stood the robot up and pressed start.
             st = modes.enter(st, modes.Mode.POLICY, 'log generator', t)
