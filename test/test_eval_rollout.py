@@ -265,10 +265,10 @@ def test_targets_past_a_joint_range_reach_the_motor_at_its_end(g, stand, tmp_pat
     # does not clip its targets (as a deploy.yaml's need not).
     c = dataclasses.replace(ct.imitation_contract('stand', stand.num_frames), target_clip=None)
     policy = load_policy(synthetic.save_policy(tmp_path / 'policy.onnx', c))
-    upper = g1.JOINT_UPPER[g1.JOINT_NAMES.index('left_elbow_joint')]
+    elbow = g1.JOINT_NAMES.index('left_elbow_joint')
+    upper = g1.JOINT_UPPER[elbow]
     at_end, past = (run_once(_ElbowTarget(policy, stand, t), g, 0, QUIET, stand)
                     for t in (upper, upper + 0.3))
-    elbow = g1.JOINT_NAMES.index('left_elbow_joint')
     assert at_end.joint_pos[-1, elbow] > upper - 0.1   # it went there
     np.testing.assert_array_equal(past.joint_pos, at_end.joint_pos)
     np.testing.assert_array_equal(past.root_pos, at_end.root_pos)
