@@ -305,3 +305,44 @@ def test_recorded_estimator_errors_are_replayed_at_the_episode_frames(tmp_path):
     short = velocity_errors.save(tmp_path / 'short.npz', errors[:, :-1], clip.name, clip.fps)
     with pytest.raises(velocity_errors.VelocityErrorsError, match='short.npz.*frames'):
         G1Env(dataclasses.replace(cfg, base_velocity_errors=str(short)))
+
+
+def test_adaptive_starts_go_where_episodes_fail():
+    # Resets and the failure counts only (no physics step to compile).
+    cfg = G1EnvConfig(num_envs=256, motion='run', bcg=bcg_mod.BCGConfig(enabled=False),
+                      adaptive_start=0.75)
+    e = G1Env(cfg)
+    n, nb = cfg.num_envs, e.num_bins
+    assert nb == -(-(e.num_frames - 1 - cfg.min_remaining) // cfg.adaptive_bin)
+    reset = jax.jit(e._fresh)
+    empty = jnp.zeros((n, nb))
+    # No failure yet: every start is uniform over the clip.
+    frames = np.asarray(reset(jax.random.PRNGKey(0), empty).frame)
+    assert frames.min() < 30 and frames.max() > e.num_frames - 50
+    # Two of 256 envs fall at frame 205 (bin 20): that bin and the four before it gain
+    # counts 1, 0.8, .. 0.2 (x 2/256), earlier and later bins none.
+    terminated = jnp.zeros(n).at[:2].set(1.0)
+    failures = e._count_failures(empty, terminated, jnp.full((n,), 205))
+    counts = np.asarray(failures)
+    assert np.all(counts == counts[0]), 'every env row holds the shared counts'
+    np.testing.assert_allclose(counts[0, 16:21] * n / 2, [0.2, 0.4, 0.6, 0.8, 1.0],
+                               rtol=1e-6)
+    assert not counts[0, :16].any() and not counts[0, 21:].any()
+    # Decay: a step without a failure scales the counts by adaptive_decay.
+    np.testing.assert_allclose(e._count_failures(failures, jnp.zeros(n), jnp.zeros(n, int)),
+                               cfg.adaptive_decay * counts, rtol=1e-6)
+    state = reset(jax.random.PRNGKey(1), failures)
+    np.testing.assert_array_equal(state.failures, failures)
+    frames = np.asarray(state.frame)
+    hard = (frames >= 160) & (frames < 210)
+    # 75 % drawn from the failing bins plus the uniform share that lands there.
+    expect = 0.75 + 0.25 * 50 / (e.num_frames - 1 - cfg.min_remaining)
+    assert abs(hard.mean() - expect) < 0.08, hard.mean()
+    # Among the adaptive draws, the bin nearest the fall is drawn most.
+    near, far = ((frames >= 200) & (frames < 210)).sum(), ((frames >= 160) & (frames < 170)).sum()
+    assert near > 2 * far, (near, far)
+    # Off (the default): the counts never change and starts stay uniform.
+    off = G1Env(dataclasses.replace(cfg, adaptive_start=0.0))
+    assert not np.any(np.asarray(off._count_failures(empty, terminated, jnp.full((n,), 205))))
+    frames = np.asarray(jax.jit(off._fresh)(jax.random.PRNGKey(1), failures).frame)
+    assert ((frames >= 160) & (frames < 210)).mean() < 0.35

@@ -164,6 +164,19 @@ class G1EnvConfig:
     """Start episodes at a random frame of the clip (else at frame 0)."""
     min_remaining: int = 16
     """A random start leaves at least this many frames of the clip."""
+    adaptive_start: float = 0.0
+    """Share of random starts drawn where episodes have recently failed (0: all uniform).
+    The clip is cut into ``adaptive_bin`` frame bins; a termination adds to its bin's
+    count and, less and less (``adaptive_kernel`` per bin), to the bins before it, where
+    a fall begins; counts decay by ``adaptive_decay`` per control step. Starts are drawn
+    from ``adaptive_start`` x the normalised counts + the rest uniform, so the hard parts
+    of a clip are practised more often."""
+    adaptive_bin: int = 10
+    """Frames per bin of :attr:`adaptive_start` (0.2 s at 50 fps)."""
+    adaptive_kernel: Tuple[float, ...] = (1.0, 0.8, 0.6, 0.4, 0.2)
+    """Weight of a termination on its own bin and on each of the bins before it."""
+    adaptive_decay: float = 0.999
+    """Per control step decay of :attr:`adaptive_start`'s failure counts."""
     init_joint_noise: float = 0.02
     """Std of the noise on the initial joint angles [rad]."""
     min_root_height: float = 0.3
@@ -221,6 +234,9 @@ class G1State:
     dr: DomainParams
     held: jax.Array
     """[B] control steps spent at the clip's last frame (``hold_end``)."""
+    failures: jax.Array
+    """[B, bins] recent terminations per clip bin (``adaptive_start``), equal in every row:
+    one count shared by the batch, kept per env so the state splits along envs."""
 
 
 class G1Env:
@@ -389,15 +405,52 @@ class G1Env:
                  else jnp.full((n,), substeps))
         return jnp.where(late, steps, 0).astype(dt)
 
-    def _fresh(self, key) -> G1State:
+    @property
+    def num_bins(self) -> int:
+        """Clip bins of :attr:`G1EnvConfig.adaptive_start` (those a random start can reach)."""
+        last_start = max(self.num_frames - 1 - self.config.min_remaining, 1)
+        return -(-last_start // self.config.adaptive_bin)
+
+    def _start_frames(self, key, failures) -> jax.Array:
+        """Draw ``[num_envs]`` start frames: uniform, or partly where episodes fail."""
+        c, n = self.config, self.num_envs
+        last_start = max(self.num_frames - 1 - c.min_remaining, 1)
+        if not c.random_start:
+            return jnp.zeros((n,), jnp.int32)
+        uniform = jax.random.randint(key, (n,), 0, last_start)
+        if c.adaptive_start <= 0:
+            return uniform
+        k_pick, k_bin, k_in = jax.random.split(jax.random.fold_in(key, 1), 3)
+        counts = failures[0]
+        share = c.adaptive_start * (jnp.sum(counts) > 0)     # no failure yet: all uniform
+        probs = counts / jnp.maximum(jnp.sum(counts), 1e-12)
+        b = jax.random.choice(k_bin, self.num_bins, (n,), p=probs)
+        hard = jnp.minimum(b * c.adaptive_bin + jax.random.randint(
+            k_in, (n,), 0, c.adaptive_bin), last_start - 1)
+        return jnp.where(jax.random.uniform(k_pick, (n,)) < share, hard, uniform)
+
+    def _count_failures(self, failures, terminated, frame) -> jax.Array:
+        """Decay the shared failure counts and add this step's terminations (at ``frame``)."""
+        c = self.config
+        if c.adaptive_start <= 0:
+            return failures
+        nb = self.num_bins
+        bins = jnp.minimum(frame // c.adaptive_bin, nb - 1)
+        hits = jnp.zeros((nb,), failures.dtype)
+        for back, w in enumerate(c.adaptive_kernel):   # the bins where the fall began
+            hits = hits.at[jnp.maximum(bins - back, 0)].add(w * terminated)
+        counts = c.adaptive_decay * failures[0] + hits / self.num_envs
+        return jnp.broadcast_to(counts, failures.shape)
+
+    def _fresh(self, key, failures=None) -> G1State:
         """Return ``num_envs`` new episodes at (random) reference frames."""
         c = self.config
         n = self.num_envs
         k_frame, k_noise, k_dr = jax.random.split(key, 3)
         k_vel = jax.random.fold_in(key, 3)
-        last_start = max(self.num_frames - 1 - c.min_remaining, 1)
-        frame = (jax.random.randint(k_frame, (n,), 0, last_start) if c.random_start
-                 else jnp.zeros((n,), jnp.int32))
+        if failures is None:
+            failures = jnp.zeros((n, self.num_bins), self.sim.dtype)
+        frame = self._start_frames(k_frame, failures)
         qpos = self.ref_qpos[frame]
         qvel = self.ref_qvel[frame]
         noise = c.init_joint_noise * jax.random.normal(k_noise, (n, len(self.qpos_adr)),
@@ -410,7 +463,8 @@ class G1Env:
                                        self._velocity_noise(k_vel, dr, frame))
         history = jax.vmap(lambda f: ct.init_history(self._contract, f, jnp))(frames)
         return G1State(bcg_mod.init_batch(self.sim, c.bcg, sim_state), jnp.zeros((n,), jnp.int32),
-                       frame.astype(jnp.int32), zeros, history, dr, jnp.zeros((n,), jnp.int32))
+                       frame.astype(jnp.int32), zeros, history, dr, jnp.zeros((n,), jnp.int32),
+                       failures)
 
     def reset(self, key) -> G1State:
         """Return the batched state of ``num_envs`` fresh episodes."""
@@ -501,7 +555,8 @@ class G1Env:
         frames = jax.vmap(self._frame)(qpos, qvel, action, frame,
                                        self._velocity_noise(k_vel, s.dr, frame))
         history = jax.vmap(lambda h, f: ct.push_history(h, f, jnp))(s.history, frames)
-        nxt = G1State(b, t, frame, action, history, s.dr, held)
+        failures = self._count_failures(s.failures, terminated, frame)
+        nxt = G1State(b, t, frame, action, history, s.dr, held, failures)
         # A diverged env's state is garbage (NaN or 1e12): its reward, ADD features and
         # terminal observations are zeroed, so they cannot poison the critic's targets or
         # the discriminator (NaN x 0 is NaN); it ends as a failure, with no bootstrap.
@@ -510,7 +565,7 @@ class G1Env:
         terminal_critic_obs = jnp.where(bad, 0.0, self.critic_observe(nxt))
         reward = jnp.where(diverged, 0.0, reward)
         delta = jnp.where(bad, 0.0, delta)
-        fresh = self._fresh(k_reset)
+        fresh = self._fresh(k_reset, failures)
         nxt = jax.tree.map(
             lambda a, f: jnp.where(done.reshape((-1,) + (1,) * (a.ndim - 1)) > 0, f, a),
             nxt, fresh)
@@ -539,4 +594,7 @@ class G1Env:
                     'diverged_rate': diverged.astype(qpos.dtype),
                     # A stiff contact that found no free bundle slot ran plain.
                     'bundle_dropped_rate': binfo.dropped.astype(qpos.dtype)}}
+        if c.adaptive_start > 0:   # where starts are drawn most (first frame of that bin)
+            info['metrics']['adaptive_peak_frame'] = jnp.broadcast_to(
+                c.adaptive_bin * jnp.argmax(failures[0]).astype(qpos.dtype), (self.num_envs,))
         return nxt, StepOut(self.observe(nxt), reward, done, info)
