@@ -37,7 +37,8 @@ RESUMABLE_CHANGES = ('run.iterations', 'run.max_minutes', 'run.progress_bar', 'r
                      'g1.dr.push_prob', 'g1.dr.push_velocity', 'g1.dr.latency_prob',
                      'g1.dr.latency_max', 'g1.sim.terrain',
                      'g1.sim.whole_body', 'g1.adaptive_start', 'g1.adaptive_bin',
-                     'g1.adaptive_kernel', 'g1.adaptive_decay', 'g1.imitation.root_pos_scale')
+                     'g1.adaptive_kernel', 'g1.adaptive_decay', 'g1.imitation.root_pos_scale',
+                     'g1.imitation.key_weight', 'g1.imitation.key_scale')
 """Fields a resumed run may change: how long it runs, how it reports, where BCG's branch
 work runs (``g1.bcg.max_bundled`` changes the gradient only for a bundle dropped for want of
 a slot, which the history counts), how noisy the observed base velocity is (a policy
@@ -47,8 +48,9 @@ the envs are pushed (a policy taken on with harder pushes, to recover from a str
 clip), how late its actions reach the motors (taken on to stand a robot's latency),
 the ground and what collides with it (a policy taken on from flat ground to a terrain, with
 whole-body contacts: its observations and actions are the same), where episodes start
-(``g1.adaptive_*``: the failure counts start afresh, as the env state does), and how sharply
-the root's position is rewarded (a policy taken on to drift less from its clip)."""
+(``g1.adaptive_*``: the failure counts start afresh, as the env state does), and how the
+root's and key points' positions are rewarded (a policy taken on to drift less from its
+clip)."""
 
 
 def compiling_message() -> str:
