@@ -41,6 +41,10 @@ def test_overrides_by_dotted_name_are_typed():
     ('run.max_minutes=-1', ['run.max_minutes']),
     ('g1.bcg.branches=0', ['g1.bcg.branches']),
     ('g1.hold_end=-1', ['g1.hold_end', '>= 0']),
+    ('g1.adaptive_start=1.5', ['g1.adaptive_start', '[0, 1]']),
+    ('g1.adaptive_bin=0', ['g1.adaptive_bin', '>= 1']),
+    ('g1.adaptive_decay=0', ['g1.adaptive_decay', '(0, 1]']),
+    ('g1.adaptive_kernel=[1, -0.5]', ['g1.adaptive_kernel', '>= 0']),
     ('shac=1', ['shac', 'section']),
 ])
 def test_bad_overrides_name_the_field(item, words):

@@ -406,15 +406,18 @@ class G1Env:
         return jnp.where(late, steps, 0).astype(dt)
 
     @property
+    def last_start(self) -> int:
+        """One past the last frame a random start may draw (``min_remaining`` left after it)."""
+        return max(self.num_frames - 1 - self.config.min_remaining, 1)
+
+    @property
     def num_bins(self) -> int:
         """Clip bins of :attr:`G1EnvConfig.adaptive_start` (those a random start can reach)."""
-        last_start = max(self.num_frames - 1 - self.config.min_remaining, 1)
-        return -(-last_start // self.config.adaptive_bin)
+        return -(-self.last_start // self.config.adaptive_bin)
 
     def _start_frames(self, key, failures) -> jax.Array:
         """Draw ``[num_envs]`` start frames: uniform, or partly where episodes fail."""
-        c, n = self.config, self.num_envs
-        last_start = max(self.num_frames - 1 - c.min_remaining, 1)
+        c, n, last_start = self.config, self.num_envs, self.last_start
         if not c.random_start:
             return jnp.zeros((n,), jnp.int32)
         uniform = jax.random.randint(key, (n,), 0, last_start)
@@ -436,9 +439,10 @@ class G1Env:
             return failures
         nb = self.num_bins
         bins = jnp.minimum(frame // c.adaptive_bin, nb - 1)
-        hits = jnp.zeros((nb,), failures.dtype)
-        for back, w in enumerate(c.adaptive_kernel):   # the bins where the fall began
-            hits = hits.at[jnp.maximum(bins - back, 0)].add(w * terminated)
+        # Each termination's bin and the bins before it, where the fall began: [B, kernel].
+        kernel = jnp.asarray(c.adaptive_kernel, failures.dtype)
+        back = jnp.maximum(bins[:, None] - jnp.arange(len(c.adaptive_kernel)), 0)
+        hits = jnp.zeros((nb,), failures.dtype).at[back].add(kernel * terminated[:, None])
         counts = c.adaptive_decay * failures[0] + hits / self.num_envs
         return jnp.broadcast_to(counts, failures.shape)
 

@@ -245,6 +245,16 @@ def check_config(cfg: TrainConfig):
     for name in ('episode_length', 'hold_end'):
         if getattr(cfg.g1, name) < 0:
             raise ConfigError(f'g1.{name}: must be >= 0, got {getattr(cfg.g1, name)}')
+    g = cfg.g1
+    if not 0.0 <= g.adaptive_start <= 1.0:
+        raise ConfigError(f'g1.adaptive_start: a share in [0, 1], got {g.adaptive_start}')
+    if g.adaptive_bin < 1:
+        raise ConfigError(f'g1.adaptive_bin: must be >= 1 frame, got {g.adaptive_bin}')
+    if not 0.0 < g.adaptive_decay <= 1.0:
+        raise ConfigError(f'g1.adaptive_decay: must be in (0, 1], got {g.adaptive_decay}')
+    if not g.adaptive_kernel or min(g.adaptive_kernel) < 0:
+        raise ConfigError(f'g1.adaptive_kernel: one or more weights >= 0, got '
+                          f'{list(g.adaptive_kernel)}')
     bad = [f for f in cfg.run.keep_checkpoints if not 0.0 <= f <= 1.0]
     if bad:
         raise ConfigError(f'run.keep_checkpoints: fractions of run.iterations in [0, 1], got '
