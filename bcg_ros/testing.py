@@ -67,3 +67,43 @@ def stop_process(proc, timeout: float = 5.0) -> str:
             proc.kill()
             proc.wait()
     return proc.stdout.read() if proc.stdout is not None else ''
+
+
+class Spinner:
+    """
+    Spin an rclpy executor on a background thread until :meth:`stop`.
+
+    ``executor.spin`` on a thread cannot be stopped cleanly: ``Executor.shutdown``
+    does not wait for it, and destroying a node while that thread is inside a
+    wait races with rclpy's handle locks (a rare deadlock). Here the thread spins
+    in short ``spin_once`` periods and :meth:`stop` joins it, so nodes and the
+    context are destroyed only after the thread has left the executor.
+    """
+
+    def __init__(self, executor, period: float = 0.05):
+        import threading
+
+        self.executor = executor
+        self.period = period
+        self._stop = threading.Event()
+        self.thread = threading.Thread(target=self._spin, daemon=True,
+                                       name='bcg_ros_test_spinner')
+        self.thread.start()
+
+    def _spin(self) -> None:
+        from rclpy.executors import ExternalShutdownException
+
+        try:
+            while not self._stop.is_set() and self.executor.context.ok():
+                self.executor.spin_once(timeout_sec=self.period)
+        except ExternalShutdownException:
+            pass
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """Stop the thread, wait for it, then shut the executor down."""
+        self._stop.set()
+        self.executor.wake()
+        self.thread.join(timeout)
+        if self.thread.is_alive():
+            raise RuntimeError(f'the executor thread did not stop within {timeout} s')
+        self.executor.shutdown(timeout_sec=timeout)

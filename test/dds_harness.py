@@ -21,6 +21,7 @@ from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 from std_msgs.msg import String, UInt8MultiArray
 from std_srvs.srv import SetBool, Trigger
 
+from bcg_ros import testing
 from bcg_ros.robot import lowlevel
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
@@ -57,8 +58,7 @@ class Observer:
         self.remote = n.create_publisher(UInt8MultiArray, '/g1_sim_node/wireless_remote', 10)
         self.executor = SingleThreadedExecutor()
         self.executor.add_node(n)
-        self.thread = threading.Thread(target=self.executor.spin, daemon=True)
-        self.thread.start()
+        self.spinner = testing.Spinner(self.executor)
 
     def watch_mode(self, name):
         qos = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE,
@@ -149,5 +149,5 @@ class Observer:
             return [c for c in self.cmds if c[0] >= t]
 
     def close(self):
-        self.executor.shutdown()
+        self.spinner.stop()
         self.node.destroy_node()

@@ -232,6 +232,8 @@ class Listener:
         """``topics``: {key: (message type, topic, QoS or depth, raw)}."""
         import rclpy
         from rclpy.executors import SingleThreadedExecutor
+
+        from bcg_ros import testing
         self.context = rclpy.Context()
         rclpy.init(context=self.context, domain_id=domain_id)
         self.node = rclpy.create_node('launch_test_listener', context=self.context)
@@ -242,8 +244,7 @@ class Listener:
             self.node.create_subscription(msg_type, topic, self._keep(key), qos, raw=raw)
         self.executor = SingleThreadedExecutor(context=self.context)
         self.executor.add_node(self.node)
-        self.thread = threading.Thread(target=self.executor.spin, daemon=True)
-        self.thread.start()
+        self.spinner = testing.Spinner(self.executor)
 
     def _keep(self, key):
         def cb(msg):
@@ -285,6 +286,6 @@ class Listener:
     def close(self) -> None:
         """Stop listening and leave the domain."""
         import rclpy
-        self.executor.shutdown()
+        self.spinner.stop()
         self.node.destroy_node()
         rclpy.shutdown(context=self.context)

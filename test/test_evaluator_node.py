@@ -86,8 +86,7 @@ def test_evaluate_service_over_dds(tmp_path):
     exported = node.create_publisher(String, '/evaluator_test/exported', latched)
     ex = SingleThreadedExecutor()
     ex.add_node(node)
-    spin = threading.Thread(target=ex.spin, daemon=True)
-    spin.start()
+    spinner = testing.Spinner(ex)
     try:
         assert client.wait_for_service(timeout_sec=30.0), 'evaluator_node did not come up'
         fut = client.call_async(Trigger.Request())
@@ -120,7 +119,7 @@ def test_evaluate_service_over_dds(tmp_path):
         assert got['results'] == 2, 'the announced policy was not evaluated'
         assert (report_dir / 'report.md').is_file()
     finally:
-        ex.shutdown()
+        spinner.stop()
         node.destroy_node()
         rclpy.shutdown()
         log = testing.stop_process(proc, timeout=10.0)

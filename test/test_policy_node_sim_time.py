@@ -88,8 +88,7 @@ class Observer:
                               latched)
         self.executor = SingleThreadedExecutor(context=context)
         self.executor.add_node(n)
-        self.thread = threading.Thread(target=self.executor.spin, daemon=True)
-        self.thread.start()
+        self.spinner = testing.Spinner(self.executor)
 
     def call(self, srv, name, request, timeout=20.0):
         client = self.node.create_client(srv, name)
@@ -119,7 +118,7 @@ class Observer:
         return False
 
     def close(self):
-        self.executor.shutdown()
+        self.spinner.stop()
         self.node.destroy_node()
 
 

@@ -109,8 +109,7 @@ class Listener:
         sub(MarkerArray, '/contact_markers', self._keep('markers'), 50)
         self.executor = SingleThreadedExecutor(context=context)
         self.executor.add_node(self.node)
-        self.thread = threading.Thread(target=self.executor.spin, daemon=True)
-        self.thread.start()
+        self.spinner = testing.Spinner(self.executor)
 
     def _keep(self, key):
         self.times[key] = []
@@ -142,7 +141,7 @@ class Listener:
                     for k, v in self.times.items()}
 
     def close(self):
-        self.executor.shutdown()
+        self.spinner.stop()
         self.node.destroy_node()
 
 
