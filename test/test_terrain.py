@@ -1,6 +1,8 @@
 """Terrain: a C2 heightfield the simulator stands on, the same surface in MuJoCo, motions on it."""
 
+import copy
 import dataclasses
+from typing import Tuple
 
 import jax
 import jax.numpy as jnp
@@ -74,6 +76,69 @@ def test_mujoco_stands_on_the_same_surface(spec):
     assert not np.any(g.model.geom_contype[planes] | g.model.geom_conaffinity[planes])
 
 
+@pytest.mark.parametrize('spec', ['rough:0.05:0.5:3', 'slope:8', 'steps:0.08'])
+def test_mujoco_tiles_follow_the_surface(spec):
+    t = T.from_spec(spec)
+    region = ((0.8, 3.0), (-0.5, 0.5))
+    ground = dataclasses.replace(T.mujoco_hfield(t, spec), tiles=T.mujoco_tiles(t, region))
+    g = model.load(ground=ground)
+    tiles = np.array([g.model.geom(i).name.startswith('terrain_tile')
+                      for i in range(g.model.ngeom)])
+    assert tiles.sum() == 55 * 25 and np.all(g.model.geom_contype[tiles] == 1)
+    assert np.all(g.model.geom_type[tiles] == mujoco.mjtGeom.mjGEOM_BOX)
+    hfield = g.model.geom_type == mujoco.mjtGeom.mjGEOM_HFIELD
+    assert not np.any(g.model.geom_contype[hfield] | g.model.geom_conaffinity[hfield])
+    rng = np.random.default_rng(0)
+    xy = np.stack([rng.uniform(0.9, 2.9, 40), rng.uniform(-0.4, 0.4, 40)], -1)
+    h, _ = T.heights_at(t, xy)
+    z = _ray_heights(g, xy)
+    # Tangent planes reaching past their cells only as far as they stay within 1 mm.
+    assert np.abs(z - h).max() < T.TILE_TOLERANCE, (spec, np.abs(z - h).max())
+
+
+def _drop(g: model.G1Model, height: float, dt: float) -> Tuple[np.ndarray, float]:
+    """Pelvis position after a G1 held by its PD at the default pose falls ``height``."""
+    from bcg_ros.robot import pd
+
+    m = copy.deepcopy(g.model)
+    m.opt.timestep = dt
+    pd.use_pd_actuators(m, g.actuator_ids, np.asarray(g1.TORQUE_LIMIT, float))
+    d = mujoco.MjData(m)
+    d.qpos[:] = g.standing_qpos()
+    d.qpos[2] += height
+    pd.set_pd(m, d, g.actuator_ids, np.asarray(g1.DEFAULT_KP, float),
+              np.asarray(g1.DEFAULT_KD, float), g.standing_qpos()[g.qpos_adr])
+    tilt = 0.0
+    for _ in range(int(round(1.5 / dt))):
+        mujoco.mj_step(m, d)
+        up_z = 1.0 - 2.0 * (d.qpos[4] ** 2 + d.qpos[5] ** 2)
+        tilt = max(tilt, float(np.degrees(np.arccos(np.clip(up_z, -1.0, 1.0)))))
+    return d.qpos[:3].copy(), tilt
+
+
+def _landing_models(reference_dir, official: bool):
+    path = reference_dir / 'g1_official' / 'scene_29dof.xml' if official else None
+    t = T.from_spec('slope:10:3')   # flat for 3 m: the floor's twin where the robot lands
+    ground = dataclasses.replace(T.mujoco_hfield(t, 'slope:10:3'),
+                                 tiles=T.mujoco_tiles(t, ((-1.0, 1.0), (-1.0, 1.0))))
+    tiled = model.load(path, whole_body=official, ground=ground)
+    return model.load(path, whole_body=official), tiled
+
+
+@pytest.mark.parametrize('official', [False, True], ids=['project', 'official'])
+def test_a_held_g1_lands_on_tiles_as_on_the_floor(official, request):
+    """The G1's 5 mm foot spheres land on the tiles as on the plane, at the evaluator's step."""
+    from bcg_ros.eval.rollout import TERRAIN_SIM_DT
+
+    ref = request.getfixturevalue('reference_dir') if official else None
+    floor, tiled = _landing_models(ref, official)
+    for height in (0.05, 0.1, 0.2):
+        (p_floor, tilt_floor), (p_tiles, tilt_tiles) = (
+            _drop(floor, height, TERRAIN_SIM_DT), _drop(tiled, height, TERRAIN_SIM_DT))
+        assert np.linalg.norm(p_tiles - p_floor) < 0.015, (height, p_floor, p_tiles)
+        assert abs(tilt_tiles - tilt_floor) < 1.0, (height, tilt_floor, tilt_tiles)
+
+
 def test_steps_rise_by_their_height():
     t = T.steps(0.1, length=0.5, start=1.0)
     h, _ = T.heights_at(t, np.array([[0.5, 0.0], [1.25, 0.0], [1.75, 0.0], [2.25, 0.2]]))
@@ -138,7 +203,7 @@ def test_the_simulator_stands_on_a_heightfield():
 
 def test_the_evaluator_judges_on_the_terrain_it_is_given(tmp_path):
     from bcg_ros import policies
-    from bcg_ros.eval import report
+    from bcg_ros.eval import report, rollout
     from bcg_ros.eval.evaluator import EvalConfig, evaluate, training_terrain
     from bcg_ros.eval.render import RenderConfig
     from bcg_ros.eval.synthetic import quiet_rollout
@@ -157,7 +222,7 @@ def test_the_evaluator_judges_on_the_terrain_it_is_given(tmp_path):
     assert ev.motion.root_pos[0, 2] == pytest.approx(flat.root_pos[0, 2] + h[0], abs=1e-6)
     assert ev.runs[0].root_pos[0, 2] > flat.root_pos[0, 2] + h[0] - 0.05  # stood on the slope
     result = report.write(ev, tmp_path, plots=False)
-    assert result['terrain'] == 'slope:5:-1'
+    assert result['terrain'] == 'slope:5:-1' and result['sim_dt'] == rollout.TERRAIN_SIM_DT
     assert 'terrain `slope:5:-1`' in report.markdown(result)
 
 

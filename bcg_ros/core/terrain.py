@@ -256,6 +256,58 @@ def mujoco_hfield(terrain: HeightField, name: str = 'terrain', resolution: float
                             (0.5 * (x1 - x0), 0.5 * (y1 - y0), elevation, 0.5), lo)
 
 
+TILE_CELL = 0.04
+"""Spacing [m] of :func:`mujoco_tiles`' boxes."""
+TILE_OVERLAPS = (0.03, 0.02, 0.01, 0.0)
+"""How far [m] a tile may reach past its cell, tried from the first: the farthest whose
+top stays within ``TILE_TOLERANCE`` of the surface. Three centimetres is six G1 foot-sphere
+radii: a sphere sunk in up to a centimetre (a landing at 1 ms) still has its centre
+over the top of every tile it touches, not beside a side face."""
+TILE_TOLERANCE = 0.001
+"""Largest height error [m] of a tile's top over its footprint's edge."""
+
+
+def mujoco_tiles(terrain: HeightField, region: Tuple[Tuple[float, float], ...],
+                 cell: float = TILE_CELL, thickness: float = 0.05) -> np.ndarray:
+    """
+    Boxes [N, 10] (centre, quaternion, half sizes) that stand in for ``terrain`` in MuJoCo.
+
+    One box per ``cell`` of ``region`` ((x0, x1), (y0, y1), clipped to the terrain's
+    domain), its top face the tangent plane at the cell's centre, reaching past the
+    cell as far as ``TILE_OVERLAPS`` and ``TILE_TOLERANCE`` allow (less where the ground
+    curves sharply, as at a step's edge). MuJoCo's heightfield is a union of prisms: a
+    small sphere sunk into one near its edge is pushed out through the prism's vertical
+    side, sideways. Overlapping boxes give box-sphere contacts, exact primitives whose
+    normals follow the top faces.
+    """
+    (dx0, dx1), (dy0, dy1) = terrain.domain
+    (x0, x1), (y0, y1) = region
+    x0, x1, y0, y1 = max(x0, dx0), min(x1, dx1), max(y0, dy0), min(y1, dy1)
+    xs = np.arange(x0 + 0.5 * cell, x1, cell)
+    ys = np.arange(y0 + 0.5 * cell, y1, cell)
+    xy = np.stack(np.meshgrid(xs, ys, indexing='ij'), -1).reshape(-1, 2)
+    h, g = heights_at(terrain, xy)
+    reach = np.zeros(len(h))
+    edge = np.array([[sx, sy] for sx in (-1, 0, 1) for sy in (-1, 0, 1) if sx or sy], float)
+    for overlap in reversed(TILE_OVERLAPS):   # the farthest that fits wins
+        points = xy[:, None] + (0.5 * cell + overlap) * edge             # [N, 8, 2]
+        surface, _ = heights_at(terrain, points)
+        plane = h[:, None] + np.sum(g[:, None] * (points - xy[:, None]), -1)
+        fits = np.max(np.abs(plane - surface), -1) <= TILE_TOLERANCE
+        reach = np.where(fits, overlap, reach)
+    normal = np.concatenate([-g, np.ones_like(h)[:, None]], -1)
+    normal /= np.linalg.norm(normal, axis=-1, keepdims=True)
+    # The rotation taking z to the normal: about z x n by the angle between them.
+    axis = np.stack([-normal[:, 1], normal[:, 0], np.zeros_like(h)], -1)
+    half_angle = 0.5 * np.arccos(np.clip(normal[:, 2], -1.0, 1.0))
+    sin = np.sin(half_angle) / np.maximum(np.linalg.norm(axis, axis=-1), 1e-12)
+    quat = np.concatenate([np.cos(half_angle)[:, None], axis * sin[:, None]], -1)
+    top = np.concatenate([xy, h[:, None]], -1)
+    half = np.stack([0.5 * cell + reach, 0.5 * cell + reach,
+                     np.full_like(h, thickness)], -1)
+    return np.concatenate([top - thickness * normal, quat, half], -1)
+
+
 def lift_motion(motion, terrain: contact.Terrain):
     """``motion`` raised frame by frame by the ground height under its pelvis (flat: itself)."""
     if isinstance(terrain, contact.Plane):

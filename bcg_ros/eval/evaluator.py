@@ -137,6 +137,27 @@ def training_terrain(policy: Policy) -> str:
         return 'flat'
 
 
+TILE_MARGIN = 1.5
+"""How far [m] past the robot's planned path the MuJoCo ground is tiled."""
+
+
+def mujoco_ground(terrain, spec: str, motion: Optional[Motion], reach: float):
+    """
+    The MuJoCo ground of runs on ``terrain`` (a heightfield, named ``spec``).
+
+    Its heightfield is drawn; collisions go through tiles
+    (:func:`bcg_ros.core.terrain.mujoco_tiles`) over the clip's root path, or ``reach``
+    metres around the start without a clip, and ``TILE_MARGIN`` around that.
+    """
+    from bcg_ros.core import terrain as terrain_mod
+
+    xy = motion.root_pos[:, :2] if motion is not None else np.zeros((1, 2))
+    lo, hi = xy.min(0) - TILE_MARGIN - reach, xy.max(0) + TILE_MARGIN + reach
+    region = ((lo[0], hi[0]), (lo[1], hi[1]))
+    return dataclasses.replace(terrain_mod.mujoco_hfield(terrain, spec),
+                               tiles=terrain_mod.mujoco_tiles(terrain, region))
+
+
 def evaluate(config: EvalConfig, motion: Union[str, Motion, None] = None,
              policy: Optional[Policy] = None, g: Optional[g1_model.G1Model] = None,
              on_step: Optional[Callable[[StepView], None]] = None,
@@ -148,18 +169,20 @@ def evaluate(config: EvalConfig, motion: Union[str, Motion, None] = None,
     if terrain != 'flat':
         from bcg_ros.core import terrain as terrain_mod
         ground = terrain_mod.from_spec(terrain)
-    if g is None:
-        g = g1_model.load(config.model or None, whole_body=True,
-                          ground=None if ground is None else terrain_mod.mujoco_hfield(
-                              ground, terrain))
-    if config.physics_params:
-        g = physics.perturb(g, physics.resolve(config.physics_params), config.physics_params)
     spec = motion if motion is not None else config.motion
     if not spec and motion is None and policy.contract.uses_reference:
         spec = policy.contract.motion_name or None   # what it was trained on
     mot = resolve_motion(spec, policy.contract.control_dt, config.motion_joint_order)
     if mot is not None and ground is not None:
         mot = terrain_mod.lift_motion(mot, ground)
+    if g is None:
+        reach = float(np.linalg.norm(config.command[:2])) * (
+            config.rollout.duration or config.rollout.velocity_duration)
+        g = g1_model.load(config.model or None, whole_body=True,
+                          ground=None if ground is None else mujoco_ground(
+                              ground, terrain, mot, reach))
+    if config.physics_params:
+        g = physics.perturb(g, physics.resolve(config.physics_params), config.physics_params)
     if mot is None and policy.contract.uses_reference:
         raise ct.ContractError(f'{policy.path}: the policy observes a reference motion; '
                                'give one (EvalConfig.motion / --motion)')

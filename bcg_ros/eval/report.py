@@ -58,8 +58,9 @@ def markdown(result: Mapping) -> str:
              f'policy period {result["control_dt"]} s',
              f'- {what}, {s["runs"]} runs']
     if result.get('terrain', 'flat') != 'flat':
-        lines.append(f'- terrain `{result["terrain"]}` (a heightfield in both simulators; the '
-                     'reference motion follows the ground under its pelvis)')
+        lines.append(f'- terrain `{result["terrain"]}` (a heightfield in the training '
+                     'simulator, tiles of its tangent planes in MuJoCo; the reference motion '
+                     'follows the ground under its pelvis)')
     if result.get('physics_params'):
         lines.append(f'- physical parameters `{result["physics_params"]}` (MuJoCo\'s robot '
                      'differs from the model file: bcg_ros.robot.physics)')

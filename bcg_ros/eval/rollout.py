@@ -32,6 +32,10 @@ from bcg_ros.robot import g1, lowlevel, pd, physics, sensors
 from bcg_ros.robot.model import G1Model
 from bcg_ros.runtime.policy import Policy
 
+TERRAIN_SIM_DT = 0.001
+"""MuJoCo's physics step [s] on a terrain unless a run asks for another
+(:func:`physics_step`)."""
+
 
 @dataclass(frozen=True)
 class RolloutConfig:
@@ -44,8 +48,9 @@ class RolloutConfig:
     hold: float = 0.0
     """Seconds a run goes on past its clip's end, the reference held at the last frame as
     policy_node holds it: does the robot stay up once its motion is over?"""
-    sim_dt: float = g1.SIM_DT
-    """Physics step [s], the training simulator's by default; 0: the model file's own."""
+    sim_dt: Optional[float] = None
+    """Physics step [s]; 0: the model file's own; None: the training simulator's
+    (``g1.SIM_DT``) on flat ground, ``TERRAIN_SIM_DT`` on a terrain."""
     joint_noise: float = 0.02
     """Initial joint angle noise, uniform +- this [rad]."""
     root_vel_noise: float = 0.05
@@ -74,7 +79,7 @@ class RolloutConfig:
         """Reject values that cannot describe a run, naming the field."""
         for name in ('duration', 'velocity_duration', 'hold', 'sim_dt', 'joint_noise',
                      'root_vel_noise', 'push_interval', 'push_velocity', 'sensor_noise'):
-            if getattr(self, name) < 0:
+            if getattr(self, name) is not None and getattr(self, name) < 0:
                 raise ValueError(f'RolloutConfig.{name} must be >= 0, got {getattr(self, name)}')
         lo, hi = self.friction_range
         if not 0 < lo <= hi:
@@ -243,6 +248,19 @@ class StepView:
     """Reference frame this step is compared with (-1 without a motion)."""
 
 
+def physics_step(config: RolloutConfig, g: G1Model, model_dt: float) -> float:
+    """
+    The physics step a run asks for (before :func:`physics_dt` makes it divide).
+
+    On a terrain the default is ``TERRAIN_SIM_DT``: a G1 landing at 5 ms sinks its 5 mm
+    foot spheres a centimetre or two into the ground, harmless on a plane, but deep
+    enough on a tiled or heightfield surface to reach past a tile's edge.
+    """
+    if config.sim_dt is None:
+        return g1.SIM_DT if g.ground == 'flat' else TERRAIN_SIM_DT
+    return config.sim_dt if config.sim_dt > 0 else model_dt
+
+
 def physics_dt(control_dt: float, model_dt: float, sim_dt: float) -> Tuple[float, int]:
     """Physics step and substeps per policy step: ``sim_dt`` (0: ``model_dt``), made to divide."""
     dt = sim_dt if sim_dt > 0 else model_dt
@@ -397,7 +415,7 @@ def run_once(policy: Union[Policy, Baseline], g: G1Model, seed: int,
     rng = np.random.default_rng(seed)
     base_dt, base_friction = m.opt.timestep, m.geom_friction[:, 0].copy()
     native = robot.native_pd and not config.python_pd
-    sim_dt = config.sim_dt if config.sim_dt > 0 else base_dt
+    sim_dt = physics_step(config, g, base_dt)
     dt, n_sub = physics_dt(c.control_dt, base_dt, sim_dt if native else min(sim_dt, pd.PD_DT))
     if motion is not None:
         motion = motion_mod.resample(motion, 1.0 / c.control_dt)

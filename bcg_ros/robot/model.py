@@ -14,6 +14,8 @@ through it. A model whose meshes already collide is left as it is.
 
 Given a :class:`Ground` (a heightfield, :func:`bcg_ros.core.terrain.mujoco_hfield`),
 the robot stands on it instead: the model's planes stop colliding and are hidden.
+A ground with ``tiles`` (:func:`bcg_ros.core.terrain.mujoco_tiles`) collides through
+those boxes and shows the heightfield only as a picture.
 """
 
 import copy
@@ -58,6 +60,9 @@ class Ground:
     """MuJoCo's hfield size: half extents rx, ry [m], elevation range [m], base depth [m]."""
     z0: float
     """Height of data 0 [m]."""
+    tiles: Optional[np.ndarray] = None
+    """[N, 10] boxes that collide in the heightfield's place (centre 3, quaternion 4, half
+    sizes 3), each top face tangent to the surface; None: the heightfield collides."""
 
 
 @dataclass(frozen=True)
@@ -139,7 +144,7 @@ def load(path: Optional[Union[str, pathlib.Path]] = None,
 
 
 def add_ground(spec: mujoco.MjSpec, ground: Ground) -> None:
-    """Put ``ground`` in the world as an hfield geom; planes stop colliding and are hidden."""
+    """Put ``ground`` in the world (an hfield geom, or its tiles); planes stop colliding."""
     for g in spec.geoms:
         if g.type == mujoco.mjtGeom.mjGEOM_PLANE:
             g.contype, g.conaffinity, g.group = 0, 0, HIDDEN_GROUP
@@ -147,10 +152,19 @@ def add_ground(spec: mujoco.MjSpec, ground: Ground) -> None:
     nrow, ncol = ground.data.shape
     spec.add_hfield(name='terrain', size=list(ground.size), nrow=nrow, ncol=ncol,
                     userdata=np.asarray(ground.data, np.float32).ravel().tolist())
-    spec.worldbody.add_geom(name='terrain', type=mujoco.mjtGeom.mjGEOM_HFIELD,
-                            hfieldname='terrain', pos=[*ground.center, ground.z0],
-                            friction=list(FLOOR_FRICTION), contype=1, conaffinity=1,
-                            rgba=[0.55, 0.6, 0.65, 1.0])
+    hfield = spec.worldbody.add_geom(name='terrain', type=mujoco.mjtGeom.mjGEOM_HFIELD,
+                                     hfieldname='terrain', pos=[*ground.center, ground.z0],
+                                     friction=list(FLOOR_FRICTION), contype=1, conaffinity=1,
+                                     rgba=[0.55, 0.6, 0.65, 1.0])
+    if ground.tiles is None:
+        return
+    hfield.contype, hfield.conaffinity = 0, 0
+    for i, (pos, quat, half) in enumerate(zip(ground.tiles[:, 0:3], ground.tiles[:, 3:7],
+                                              ground.tiles[:, 7:10])):
+        spec.worldbody.add_geom(name=f'terrain_tile{i}', type=mujoco.mjtGeom.mjGEOM_BOX,
+                                size=half.tolist(), pos=pos.tolist(), quat=quat.tolist(),
+                                friction=list(FLOOR_FRICTION), contype=1, conaffinity=1,
+                                group=HIDDEN_GROUP, rgba=[0.0, 0.0, 0.0, 0.0])
 
 
 def _compile(spec: mujoco.MjSpec, path: pathlib.Path) -> mujoco.MjModel:
