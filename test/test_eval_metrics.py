@@ -104,3 +104,19 @@ def test_summarize_counts_falls_and_means():
     assert s['penetration_mm'] == pytest.approx(2.0)
     assert s['e_track_cm'] == pytest.approx(15.0)
     assert s['delta_d_mm'] == pytest.approx(2.0)
+
+
+def test_a_fall_is_low_over_the_ground_not_below_zero():
+    from types import SimpleNamespace
+
+    # A pelvis that sinks to 0.5 m over stairs 0.45 m high has fallen; on the floor it
+    # would be standing low.
+    t = np.arange(11) * 0.02
+    z = np.linspace(1.2, 0.5, 11)
+    run = SimpleNamespace(root_pos=np.stack([t, 0 * t, z], -1), time=t, diverged=False,
+                          seed=0, penetration=np.zeros(0), friction_scale=1.0, pushes=0)
+    on_floor = metrics.run_metrics(run)
+    on_stairs = metrics.run_metrics(run, ground_height=np.full(11, 0.45))
+    assert not on_floor['fell'] and on_floor['min_root_height'] == pytest.approx(0.5)
+    assert on_stairs['fell'] and on_stairs['min_root_height'] == pytest.approx(0.05)
+    assert on_stairs['fall_time'] == pytest.approx(t[np.flatnonzero(z - 0.45 < 0.3)[0]])

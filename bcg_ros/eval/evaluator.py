@@ -201,7 +201,9 @@ def evaluate(config: EvalConfig, motion: Union[str, Motion, None] = None,
 
     def score(rs: List[Run]) -> List[Dict]:
         return [metrics.run_metrics(r, mot, config.rollout.fall_height, velocity,
-                                    ref_body=ref_body) for r in rs]
+                                    ref_body=ref_body, ground_height=None if ground is None
+                                    else terrain_mod.heights_at(ground, r.root_pos[:, :2])[0])
+                for r in rs]
 
     per_run = score(runs)
     summary = metrics.summarize(per_run, policy.train_penetration_mm)

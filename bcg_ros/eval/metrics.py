@@ -85,21 +85,25 @@ def velocity_errors(command: np.ndarray, achieved: np.ndarray) -> Dict[str, floa
 
 def run_metrics(run, motion: Optional[Motion] = None, fall_height: float = FALL_HEIGHT,
                 velocity: bool = False, warmup: float = 1.0,
-                ref_body: Optional[np.ndarray] = None) -> Dict:
+                ref_body: Optional[np.ndarray] = None,
+                ground_height: Optional[np.ndarray] = None) -> Dict:
     """
     Compute the metrics of one run (a :class:`bcg_ros.eval.rollout.Run`).
 
     ``ref_body`` [T, B, 3]: the motion's body origins (``body_positions``),
-    computed here when not given. A diverged run falls at its divergence.
+    computed here when not given. ``ground_height`` [T]: the terrain's height under the
+    pelvis, so that a fall is a pelvis low over the ground, not below z = 0 (a robot
+    lying on a 45 cm stair is down). A diverged run falls at its divergence.
     """
-    fi = fall_index(run.root_pos[:, 2], fall_height)
+    root_height = run.root_pos[:, 2] - (0.0 if ground_height is None else ground_height)
+    fi = fall_index(root_height, fall_height)
     diverged = bool(run.diverged)
     end = float(run.time[-1]) if run.time.size else 0.0
     fall_time = float(run.time[fi]) if fi >= 0 else (end if diverged else None)
     out = {'seed': int(run.seed), 'fell': fi >= 0 or diverged, 'fall_time': fall_time,
            'diverged': run.diverged or None,
            'duration': end,
-           'min_root_height': float(run.root_pos[:, 2].min()) if run.time.size else None,
+           'min_root_height': float(root_height.min()) if run.time.size else None,
            'penetration_mm': mean_penetration_mm(run.penetration),
            'max_penetration_mm': float(run.penetration.max() * 1e3) if run.penetration.size
            else 0.0,
