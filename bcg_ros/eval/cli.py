@@ -65,7 +65,7 @@ def _common(p: argparse.ArgumentParser):
     p.add_argument('--sensor-noise', type=float, default=0.0,
                    help="noise on the encoders, their speeds, gyro and accelerometer the "
                         "policy and its estimator read, in units of a G1's (default 0: exact)")
-    p.add_argument('--sim-dt', type=float, default=None,
+    p.add_argument('--sim-dt', type=float, default=RolloutConfig.sim_dt,
                    help="physics step [s] (default: the training simulator's 0.005 on flat "
                         "ground, 0.001 on a --terrain; 0: the model file's own)")
     p.add_argument('--sim', choices=('mujoco', 'both'), default='mujoco',

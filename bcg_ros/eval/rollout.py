@@ -48,8 +48,8 @@ class RolloutConfig:
     hold: float = 0.0
     """Seconds a run goes on past its clip's end, the reference held at the last frame as
     policy_node holds it: does the robot stay up once its motion is over?"""
-    sim_dt: Optional[float] = None
-    """Physics step [s]; 0: the model file's own; None: the training simulator's
+    sim_dt: float = -1.0
+    """Physics step [s]; 0: the model file's own; -1: the training simulator's
     (``g1.SIM_DT``) on flat ground, ``TERRAIN_SIM_DT`` on a terrain."""
     joint_noise: float = 0.02
     """Initial joint angle noise, uniform +- this [rad]."""
@@ -79,7 +79,7 @@ class RolloutConfig:
         """Reject values that cannot describe a run, naming the field."""
         for name in ('duration', 'velocity_duration', 'hold', 'sim_dt', 'joint_noise',
                      'root_vel_noise', 'push_interval', 'push_velocity', 'sensor_noise'):
-            if getattr(self, name) is not None and getattr(self, name) < 0:
+            if getattr(self, name) < 0 and not (name == 'sim_dt' and self.sim_dt == -1.0):
                 raise ValueError(f'RolloutConfig.{name} must be >= 0, got {getattr(self, name)}')
         lo, hi = self.friction_range
         if not 0 < lo <= hi:
@@ -256,7 +256,7 @@ def physics_step(config: RolloutConfig, g: G1Model, model_dt: float) -> float:
     foot spheres a centimetre or two into the ground, harmless on a plane, but deep
     enough on a tiled or heightfield surface to reach past a tile's edge.
     """
-    if config.sim_dt is None:
+    if config.sim_dt < 0:
         return g1.SIM_DT if g.ground == 'flat' else TERRAIN_SIM_DT
     return config.sim_dt if config.sim_dt > 0 else model_dt
 
