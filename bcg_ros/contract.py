@@ -416,6 +416,7 @@ def reference_window(motion, motor_ids: np.ndarray, step: int) -> RefObs:
     ``motion`` has ``joint_pos`` [T, 29] in motor order, ``root_quat``, ``root_pos``
     and ``root_lin_vel`` at the control rate; ``motor_ids`` maps contract joints to motors.
     """
+    motion = motion.observed    # a clip raised onto a terrain is observed as recorded
     idx = reference_indices(step, motion.num_frames)
     return RefObs(joint_pos=motion.joint_pos[idx][:, motor_ids],
                   root_quat=motion.root_quat[idx], root_height=motion.root_pos[idx, 2],

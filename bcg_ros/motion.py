@@ -22,6 +22,7 @@ Rows and columns in error messages count from 0 (a row is a frame); CSV
 messages also give the 1-based line number an editor shows.
 """
 
+import dataclasses
 import pathlib
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Sequence, Tuple, Union
@@ -92,6 +93,14 @@ class Motion:
     """[T, 3] pelvis angular velocity, world frame [rad/s]."""
     key_pos: np.ndarray
     """[T, len(g1.KEY_SITES), 3] key points (ankles, head, wrists), world frame [m]."""
+    flat: Optional['Motion'] = None
+    """The clip as recorded on flat ground, when this one was raised onto a terrain
+    (:func:`bcg_ros.core.terrain.lift_motion`): what a policy observes, as on the robot."""
+
+    @property
+    def observed(self) -> 'Motion':
+        """The motion a policy's reference observation reads: the recorded clip."""
+        return self if self.flat is None else self.flat
 
     @property
     def num_frames(self) -> int:
@@ -292,8 +301,11 @@ def resample(motion: Motion, fps: float, robot=None) -> Motion:
         return (1.0 - a) * x[i] + a * x[i + 1]
     quat = rotation.quat_continuous(motion.root_quat)
     root_quat = rotation.quat_slerp(quat[i], quat[i + 1], a[:, 0])
-    return from_trajectory(motion.name, fps, lerp(motion.root_pos), root_quat,
-                           lerp(motion.joint_pos), robot)
+    out = from_trajectory(motion.name, fps, lerp(motion.root_pos), root_quat,
+                          lerp(motion.joint_pos), robot)
+    if motion.flat is not None:
+        out = dataclasses.replace(out, flat=resample(motion.flat, fps, robot))
+    return out
 
 
 # Validation of what a file holds.

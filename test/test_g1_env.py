@@ -237,6 +237,23 @@ def test_privileged_critic_terms(env):
     assert out.info['terminal_critic_obs'].shape == (2, env.critic_obs_size)
 
 
+def test_on_a_terrain_heights_are_over_the_ground_and_the_clip_is_observed_as_recorded():
+    """Built, not stepped: terminations and the critic read the height over the stairs."""
+    e = G1Env(G1EnvConfig(num_envs=2, motion='run', bcg=bcg_mod.BCGConfig(enabled=False),
+                          sim=simulator.SimConfig(terrain='steps:0.05'),
+                          privileged_critic=True))
+    flat = e.motion.observed
+    assert e.motion.root_pos[-1, 2] > flat.root_pos[-1, 2] + 0.3, 'the targets climb'
+    np.testing.assert_allclose(np.asarray(e.ref_root_height), flat.root_pos[:, 2], rtol=1e-6)
+    ref = e._ref_obs(jnp.asarray(e.num_frames - 10))
+    np.testing.assert_allclose(np.asarray(ref.root_height),
+                               flat.root_pos[e.num_frames - 9:e.num_frames - 6, 2], rtol=1e-6)
+    qpos = jnp.asarray(np.stack([e.ref_qpos[0], e.ref_qpos[-1]]))
+    over = np.asarray(e._root_height(qpos))
+    np.testing.assert_allclose(over, [flat.root_pos[0, 2], flat.root_pos[-1, 2]], atol=1e-4)
+    assert float(qpos[1, 2]) - over[1] > 0.3
+
+
 def test_observed_base_velocity_is_the_simulators_with_its_noise():
     # Resets only (no physics step to compile): 64 episodes at random frames of the clip.
     cfg = G1EnvConfig(num_envs=64, motion='run', bcg=bcg_mod.BCGConfig(enabled=False),

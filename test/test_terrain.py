@@ -183,6 +183,25 @@ def test_a_motion_is_lifted_by_the_ground_under_its_pelvis():
     assert T.lift_motion(m, contact.Plane()) is m
 
 
+def test_a_lifted_motion_is_observed_as_recorded():
+    """The policy's reference window is the flat clip's, as the robot's runtime gives it."""
+    from bcg_ros import contract as ct
+
+    m = motion_mod.load_motion('run', g1.CONTROL_DT)
+    lifted = T.lift_motion(m, T.steps(0.05))
+    assert lifted.flat is m and lifted.observed is m and m.observed is m
+    assert T.lift_motion(lifted, T.slope(3.0)).flat is m, 'lifting twice keeps the recording'
+    ids = np.arange(g1.NUM_JOINTS)
+    step = m.num_frames - 10
+    got, want = ct.reference_window(lifted, ids, step), ct.reference_window(m, ids, step)
+    assert lifted.root_pos[step + 1, 2] > m.root_pos[step + 1, 2] + 0.3, 'up the stairs'
+    for name in ('joint_pos', 'root_quat', 'root_height', 'root_lin_vel'):
+        np.testing.assert_array_equal(getattr(got, name), getattr(want, name), err_msg=name)
+    half = motion_mod.resample(lifted, 25.0)
+    assert half.flat is not None and half.flat.num_frames == half.num_frames
+    np.testing.assert_allclose(half.flat.root_pos, motion_mod.resample(m, 25.0).root_pos)
+
+
 def test_the_simulator_stands_on_a_heightfield():
     """The hopper settles 10 cm higher on ground raised by 10 cm, its foot on the surface."""
     m, sim = hopper(simulator.SimConfig(), kp=5000.0, kd=50.0)

@@ -14,7 +14,7 @@ Implements :class:`bcg_ros.core.env.Env` on :mod:`bcg_ros.core.sim` wrapped by
   simulated state against the reference's (``info['add_delta']``; the learner
   adds the ADD reward), plus an action-rate penalty, optional alive and
   tracking terms and DeepMimic's dense terms (:class:`ImitationRewardConfig`);
-- terminations: root height below ``min_root_height`` or mean key-point error
+- terminations: root height (over the ground) below ``min_root_height`` or mean key-point error
   above ``max_track_error`` (failures: no bootstrap); the end of the clip or
   ``episode_length`` (truncation: bootstrap);
 - episodes start at a random frame of the clip in the reference's state
@@ -180,7 +180,7 @@ class G1EnvConfig:
     init_joint_noise: float = 0.02
     """Std of the noise on the initial joint angles [rad]."""
     min_root_height: float = 0.3
-    """Terminate (a fall) when the pelvis is lower than this [m]."""
+    """Terminate (a fall) when the pelvis is lower than this over the ground under it [m]."""
     max_track_error: float = 0.5
     """Terminate when the mean key-point error exceeds this [m]."""
     max_speed: float = 100.0
@@ -273,8 +273,9 @@ class G1Env:
         self.ref_qvel = jnp.asarray(qvel, dt)
         self.ref_joint_pos = jnp.asarray(m.joint_pos, dt)
         self.ref_root_quat = jnp.asarray(m.root_quat, dt)
-        self.ref_root_pos = jnp.asarray(m.root_pos, dt)
-        self.ref_root_lin_vel = jnp.asarray(m.root_lin_vel, dt)
+        # The observed root height and velocity are the clip's as recorded, as on the robot.
+        self.ref_root_height = jnp.asarray(m.observed.root_pos[:, 2], dt)
+        self.ref_root_lin_vel = jnp.asarray(m.observed.root_lin_vel, dt)
         self.ref_key = jnp.asarray(m.key_pos, dt)
         self.ref_body = jnp.asarray(motion_mod.body_positions(m, self.robot), dt)
         self.track_ids = np.array([self.robot.model.body(n).id for n in g1.TRACK_BODIES])
@@ -310,7 +311,7 @@ class G1Env:
         """Return the reference at frames t+1..t+3 (held at the last frame), for one env."""
         idx = ct.reference_indices(frame, self.num_frames, jnp)
         return ct.RefObs(joint_pos=self.ref_joint_pos[idx], root_quat=self.ref_root_quat[idx],
-                         root_height=self.ref_root_pos[idx, 2],
+                         root_height=self.ref_root_height[idx],
                          root_lin_vel=self.ref_root_lin_vel[idx])
 
     def _frame(self, qpos, qvel, last_action, frame, vel_noise):
@@ -478,6 +479,10 @@ class G1Env:
         """Return the policy input ``[B, obs_size]`` (history flattened, oldest first)."""
         return jax.vmap(lambda h: ct.flatten(h, jnp))(s.history)
 
+    def _root_height(self, qpos):
+        """[...] the pelvis height over the ground under it (its z on flat ground)."""
+        return qpos[..., 2] - self.sim.terrain.height(qpos[..., 0:2])
+
     def _privileged(self, qpos, qvel, frame):
         """One env's privileged critic terms (PRIVILEGED_SIZE values)."""
         quat = qpos[3:7]
@@ -486,7 +491,8 @@ class G1Env:
         dpos = rotation.quat_rotate_inverse(quat, ref[0:3] - qpos[0:3], jnp)
         dot = jnp.sum(quat * ref[3:7])
         phase = frame.astype(qpos.dtype) / (self.num_frames - 1)
-        return jnp.concatenate([qpos[2:3], v_base, dpos, (1.0 - dot ** 2)[None], phase[None]])
+        return jnp.concatenate([self._root_height(qpos)[None], v_base, dpos,
+                                (1.0 - dot ** 2)[None], phase[None]])
 
     def critic_observe(self, s: G1State):
         """Return the critic's input: the observation, plus privileged terms when enabled."""
@@ -550,7 +556,7 @@ class G1Env:
                   + self._imitation_reward(qpos, qvel, keys, frame))
         diverged = ~(jnp.all(jnp.isfinite(qpos), -1)
                      & jnp.all(jnp.abs(qvel) <= c.max_speed, -1))   # NaN fails <=
-        terminated = ((qpos[:, 2] < c.min_root_height) | (key_err > c.max_track_error)
+        terminated = ((self._root_height(qpos) < c.min_root_height) | (key_err > c.max_track_error)
                       | diverged).astype(qpos.dtype)
         held = jnp.where(frame >= self.num_frames - 1, s.held + 1, 0)
         ended = (t >= self.episode_length) | (held > c.hold_end)
@@ -588,7 +594,7 @@ class G1Env:
                 'add_delta': delta, 'e_track': e_track,
                 'bundle': binfo.bundled.astype(qpos.dtype),
                 'penetration_sum_mm': pen_mm, 'penetration_count': pen_n,
-                'root_height': qpos[:, 2],
+                'root_height': self._root_height(qpos),
                 # Per sphere, for studies of the gradient (bcg-bench sensitivity).
                 'contact_force': binfo.step.normal_force, 'contact_depth': binfo.step.depth,
                 'contact_point': binfo.step.contact_point, 'qpos': qpos,

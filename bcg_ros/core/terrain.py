@@ -309,7 +309,12 @@ def mujoco_tiles(terrain: HeightField, region: Tuple[Tuple[float, float], ...],
 
 
 def lift_motion(motion, terrain: contact.Terrain):
-    """``motion`` raised frame by frame by the ground height under its pelvis (flat: itself)."""
+    """
+    ``motion`` raised frame by frame by the ground height under its pelvis (flat: itself).
+
+    The tracking targets follow the ground; ``flat`` keeps the clip as recorded, which
+    is what the policy observes (the robot's runtime knows no terrain either).
+    """
     if isinstance(terrain, contact.Plane):
         return motion
     h, g = heights_at(terrain, motion.root_pos[:, :2])
@@ -319,4 +324,5 @@ def lift_motion(motion, terrain: contact.Terrain):
     key[..., 2] += h[:, None]
     vel = motion.root_lin_vel.copy()
     vel[:, 2] += np.sum(g * motion.root_lin_vel[:, :2], -1)
-    return dataclasses.replace(motion, root_pos=root, key_pos=key, root_lin_vel=vel)
+    return dataclasses.replace(motion, root_pos=root, key_pos=key, root_lin_vel=vel,
+                               flat=motion.observed)
