@@ -13,7 +13,9 @@ model takes it as it takes :class:`~bcg_ros.core.contact.Plane`.
 MuJoCo sees the same surface: :func:`mujoco_hfield` samples it on a grid finer
 than its control spacing for an ``hfield`` geom (MuJoCo interpolates those samples
 linearly). Reference motions recorded on flat ground follow the terrain through
-:func:`lift_motion`, which raises each frame by the ground height under the pelvis.
+:func:`lift_motion`, which raises each frame by the ground height under the pelvis:
+the tracking targets climb, while the policy observes the clip as recorded (the
+robot's runtime knows no terrain).
 
 Terrains by name (:func:`from_spec`), x forward from a flat start around the origin:
 
