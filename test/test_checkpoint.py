@@ -138,14 +138,24 @@ def test_resume_with_another_configuration_names_the_field(tmp_path):
     out = tmp_path / 'run'
     first = _train(out, ['--set', 'run.iterations=2'])
     assert first.returncode == 0, first.stdout + first.stderr
-    other = _train(out, ['--set', 'run.iterations=3', '--set', 'shac.actor_lr=1e-4'])
+    other = _train(out, ['--set', 'run.iterations=3', '--set', 'shac.gamma=0.9'])
     assert other.returncode == 2
-    assert 'bcg-train: error:' in other.stderr and 'shac.actor_lr' in other.stderr
+    assert 'bcg-train: error:' in other.stderr and 'shac.gamma' in other.stderr
+    # Lower learning rates may take a run on (gently: a longer schedule restarts higher).
+    gentler = _train(out, ['--set', 'run.iterations=4', '--set', 'shac.actor_lr=1e-4',
+                           '--set', 'shac.lr_end=1e-5'])
+    assert gentler.returncode == 0, gentler.stdout + gentler.stderr
+    rows = [json.loads(x) for x in (out / 'history.jsonl').read_text().splitlines()]
+    assert rows[0]['actor_lr'] > 1e-4, 'the first part started at its own rate'
+    # Iteration 3 of 4 is two thirds down the new schedule, 1e-4 to 1e-5.
+    assert rows[2]['actor_lr'] == pytest.approx(4e-5, rel=1e-4)
     # Where BCG's branch work runs is not what the learner learns: it may change.
-    slots = _train(out, ['--set', 'run.iterations=3', '--set', 'g1.bcg.max_bundled=4'])
+    slots = _train(out, ['--set', 'run.iterations=5', '--set', 'shac.actor_lr=1e-4',
+                         '--set', 'shac.lr_end=1e-5', '--set', 'g1.bcg.max_bundled=4'])
     assert slots.returncode == 0, slots.stdout + slots.stderr
     # Nor is a noisier velocity observation: a policy may be taken on with more noise.
-    noisier = _train(out, ['--set', 'run.iterations=4', '--set', 'g1.bcg.max_bundled=4',
+    noisier = _train(out, ['--set', 'run.iterations=6', '--set', 'shac.actor_lr=1e-4',
+                           '--set', 'shac.lr_end=1e-5', '--set', 'g1.bcg.max_bundled=4',
                            '--set', 'g1.base_velocity_noise=0.2'])
     assert noisier.returncode == 0, noisier.stdout + noisier.stderr
 

@@ -38,8 +38,11 @@ RESUMABLE_CHANGES = ('run.iterations', 'run.max_minutes', 'run.progress_bar', 'r
                      'g1.dr.latency_max', 'g1.sim.terrain',
                      'g1.sim.whole_body', 'g1.adaptive_start', 'g1.adaptive_bin',
                      'g1.adaptive_kernel', 'g1.adaptive_decay', 'g1.imitation.root_pos_scale',
-                     'g1.imitation.key_weight', 'g1.imitation.key_scale')
-"""Fields a resumed run may change: how long it runs, how it reports, where BCG's branch
+                     'g1.imitation.key_weight', 'g1.imitation.key_scale', 'shac.actor_lr',
+                     'shac.critic_lr', 'shac.lr_end')
+"""Fields a resumed run may change: how long it runs (and the learning rates, which decay
+linearly from their initial values over ``run.iterations``: a run taken on over a longer
+length restarts at a higher rate unless they are lowered), how it reports, where BCG's branch
 work runs (``g1.bcg.max_bundled`` changes the gradient only for a bundle dropped for want of
 a slot, which the history counts), how noisy the observed base velocity is (a policy
 taken on with more noise, or with the estimator's recorded errors, to stand them, keeps its
