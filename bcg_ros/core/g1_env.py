@@ -556,7 +556,8 @@ class G1Env:
                   + self._imitation_reward(qpos, qvel, keys, frame))
         diverged = ~(jnp.all(jnp.isfinite(qpos), -1)
                      & jnp.all(jnp.abs(qvel) <= c.max_speed, -1))   # NaN fails <=
-        terminated = ((self._root_height(qpos) < c.min_root_height) | (key_err > c.max_track_error)
+        root_height = self._root_height(qpos)
+        terminated = ((root_height < c.min_root_height) | (key_err > c.max_track_error)
                       | diverged).astype(qpos.dtype)
         held = jnp.where(frame >= self.num_frames - 1, s.held + 1, 0)
         ended = (t >= self.episode_length) | (held > c.hold_end)
@@ -594,7 +595,7 @@ class G1Env:
                 'add_delta': delta, 'e_track': e_track,
                 'bundle': binfo.bundled.astype(qpos.dtype),
                 'penetration_sum_mm': pen_mm, 'penetration_count': pen_n,
-                'root_height': self._root_height(qpos),
+                'root_height': root_height,
                 # Per sphere, for studies of the gradient (bcg-bench sensitivity).
                 'contact_force': binfo.step.normal_force, 'contact_depth': binfo.step.depth,
                 'contact_point': binfo.step.contact_point, 'qpos': qpos,
