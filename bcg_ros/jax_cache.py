@@ -18,10 +18,39 @@ def cache_dir() -> pathlib.Path:
     return pathlib.Path(root) / 'jax'
 
 
-def set_xla_flags() -> str:
+HOST_DEVICES_FLAG = '--xla_force_host_platform_device_count'
+"""XLA's flag that splits the CPU into that many JAX devices."""
+
+
+def cpu_cores() -> int:
+    """
+    The CPU cores this process may run on, or ``$BCG_ROS_HOST_DEVICES`` where set.
+
+    XLA's CPU client runs one computation on one core at a time (small kernels, one after
+    the other); as that many devices, with the envs sharded over them, it runs one shard
+    per core. ``BCG_ROS_HOST_DEVICES=1`` keeps one device.
+    """
+    forced = os.environ.get('BCG_ROS_HOST_DEVICES', '').strip()
+    if forced:
+        try:
+            n = int(forced)
+        except ValueError:
+            raise ValueError(f'BCG_ROS_HOST_DEVICES: expected a whole number, got {forced!r}')
+        if n < 1:
+            raise ValueError(f'BCG_ROS_HOST_DEVICES: expected at least 1, got {n}')
+        return n
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:   # not Linux
+        return os.cpu_count() or 1
+
+
+def set_xla_flags(host_devices: int = 1) -> str:
     """
     Add :data:`XLA_CPU_FLAGS` to ``$XLA_FLAGS`` and return it; a flag already set there stays.
 
+    ``host_devices`` > 1 also splits the CPU into that many JAX devices
+    (:data:`HOST_DEVICES_FLAG`), unless ``$XLA_FLAGS`` already says how many.
     XLA reads the variable once, when JAX first computes, so this acts only before that;
     ``XLA_FLAGS=--xla_cpu_use_fusion_emitters=true`` keeps XLA's default.
     """
@@ -30,23 +59,26 @@ def set_xla_flags() -> str:
         known = metadata.version('jaxlib').startswith(XLA_FLAGS_JAXLIB)
     except metadata.PackageNotFoundError:
         known = False
-    if known:
-        names = {flag.split('=')[0] for flag in current.split()}
-        extra = [flag for flag in XLA_CPU_FLAGS if flag.split('=')[0] not in names]
+    names = {flag.split('=')[0] for flag in current.split()}
+    extra = [flag for flag in XLA_CPU_FLAGS if flag.split('=')[0] not in names] if known else []
+    if host_devices > 1 and HOST_DEVICES_FLAG not in names:
+        extra.append(f'{HOST_DEVICES_FLAG}={int(host_devices)}')
+    if extra:
         current = ' '.join([current] + extra).strip()
         os.environ['XLA_FLAGS'] = current
     return current
 
 
-def enable_compilation_cache():
+def enable_compilation_cache(host_devices: int = 1):
     """
     Set XLA's flags and point JAX at the persistent cache, for every compile over 1 s.
 
-    The flags are :func:`set_xla_flags`'s. Returns the cache folder, or None when
+    The flags are :func:`set_xla_flags`'s (``host_devices`` CPU devices: the training
+    commands pass :func:`cpu_cores`). Returns the cache folder, or None when
     ``BCG_ROS_JAX_CACHE=0`` turns the cache off (a way out should a cached executable
     fail to load on some machine).
     """
-    set_xla_flags()
+    set_xla_flags(host_devices)
     import jax
 
     if os.environ.get('BCG_ROS_JAX_CACHE', '1').strip().lower() in ('0', 'false', 'no', 'off'):

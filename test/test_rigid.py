@@ -1,5 +1,7 @@
 """The vectorised rigid-body tree against MJX: every field, its derivative, its traced size."""
 
+import re
+
 import jax
 import jax.numpy as jnp
 import mujoco
@@ -153,3 +155,31 @@ def test_g1_traces_to_a_fraction_of_mjx():
     ours, theirs = (len(jax.make_jaxpr(lambda q, f=f: f(mm, d.replace(qpos=q)))(q).eqns)
                     for f in (kin.kinematics, mjx.kinematics))
     assert ours * 20 < theirs, (ours, theirs)
+
+
+def test_static_take_and_put_are_indexing_and_their_gradients_do_not_scatter():
+    rng = np.random.default_rng(3)
+    x = rng.normal(size=(7, 3)).astype(np.float32)
+    v = rng.normal(size=(4, 3)).astype(np.float32)
+    for idx in ([2, 3, 4, 5], [5, 0, 3, 3], [6, 1, 4, 2]):
+        np.testing.assert_array_equal(kin.take(jnp.asarray(x), idx), x[idx])
+        added = x.copy()
+        np.add.at(added, idx, v)
+        np.testing.assert_allclose(kin.put(jnp.asarray(x), idx, jnp.asarray(v), add=True),
+                                   added, rtol=1e-6)
+    put = x.copy()
+    put[[6, 1, 4, 2]] = v
+    np.testing.assert_array_equal(kin.put(jnp.asarray(x), [6, 1, 4, 2], jnp.asarray(v)), put)
+    with pytest.raises(ValueError, match='repeated'):
+        kin.put(jnp.asarray(x), [1, 1, 2, 3], jnp.asarray(v))
+
+    def loss(x, v):
+        return jnp.sum(kin.take(kin.put(x, [6, 1, 4, 2], v, add=True), [5, 0, 3, 3]) ** 2)
+
+    grad = jax.jit(jax.grad(loss, argnums=(0, 1)))
+    hlo = grad.lower(x, v).compile().as_text()
+    assert not re.search(r'= \S+ (scatter|while)\(', hlo)
+    ref = jax.grad(lambda x, v: jnp.sum(x.at[jnp.array([6, 1, 4, 2])].add(v)[
+        jnp.array([5, 0, 3, 3])] ** 2), argnums=(0, 1))(x, v)
+    for a, b in zip(grad(x, v), ref):
+        np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-6)

@@ -3,6 +3,8 @@
 import json
 import re
 
+import pytest
+
 from bcg_ros import train
 
 TOY = {'run.iterations': 2, 'run.checkpoint_every': 1, 'run.curves_every': 1,
@@ -46,3 +48,42 @@ def test_xla_flags_are_added_and_a_users_setting_stays(monkeypatch):
     monkeypatch.setattr(jax_cache.metadata, 'version', lambda name: '0.10.2')
     monkeypatch.setenv('XLA_FLAGS', '')
     assert jax_cache.set_xla_flags() == ''
+
+
+def test_training_makes_one_cpu_device_per_core_unless_told(monkeypatch):
+    from bcg_ros import jax_cache
+
+    monkeypatch.setattr(jax_cache.metadata, 'version', lambda name: '0.9.2')
+    monkeypatch.setenv('XLA_FLAGS', '')
+    flags = jax_cache.set_xla_flags(host_devices=2).split()
+    assert f'{jax_cache.HOST_DEVICES_FLAG}=2' in flags and len(flags) == 1 + len(
+        jax_cache.XLA_CPU_FLAGS)
+    # A count the user set stays; one device adds no flag.
+    monkeypatch.setenv('XLA_FLAGS', f'{jax_cache.HOST_DEVICES_FLAG}=1')
+    assert jax_cache.set_xla_flags(host_devices=2).split()[0] == f'{jax_cache.HOST_DEVICES_FLAG}=1'
+    monkeypatch.setenv('XLA_FLAGS', '')
+    assert jax_cache.HOST_DEVICES_FLAG not in jax_cache.set_xla_flags(host_devices=1)
+    monkeypatch.setenv('BCG_ROS_HOST_DEVICES', '3')
+    assert jax_cache.cpu_cores() == 3
+    monkeypatch.setenv('BCG_ROS_HOST_DEVICES', 'two')
+    with pytest.raises(ValueError, match='BCG_ROS_HOST_DEVICES'):
+        jax_cache.cpu_cores()
+    monkeypatch.delenv('BCG_ROS_HOST_DEVICES')
+    assert jax_cache.cpu_cores() >= 1
+
+
+def test_envs_split_over_the_devices_that_divide_them():
+    from bcg_ros.train.config import ConfigError
+    from bcg_ros.train.trainer import split_devices
+
+    class Device:
+        platform = 'cpu'
+
+    two = [Device(), Device()]
+    assert split_devices(two, 16) == two
+    assert split_devices(two, 15) == two[:1]
+    assert split_devices(two, 16, requested=1) == two[:1]
+    with pytest.raises(ConfigError, match='15 envs do not split over 2'):
+        split_devices(two, 15, requested=2)
+    with pytest.raises(ConfigError, match='3 requested, JAX has 2'):
+        split_devices(two, 12, requested=3)

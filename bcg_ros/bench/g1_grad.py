@@ -203,7 +203,7 @@ def timed(fn, *args, repeats: int = 2):
     """
     Compile a jitted ``fn`` for ``args`` and time it.
 
-    Returns (compile [s], mean of ``repeats`` calls [s], output). Compile time
+    Returns (compile [s], median of ``repeats`` calls [s], output). Compile time
     includes tracing and lowering; with the persistent cache warm it is the
     time to load the executable.
     """
@@ -216,4 +216,4 @@ def timed(fn, *args, repeats: int = 2):
         t0 = time.perf_counter()
         out = jax.block_until_ready(compiled(*args))
         times.append(time.perf_counter() - t0)
-    return compile_s, float(np.mean(times)), out, compiled
+    return compile_s, float(np.median(times)), out, compiled

@@ -96,16 +96,53 @@ def _qmat(q: jax.Array) -> jax.Array:
     return jnp.einsum('...i,...j,ijab->...ab', q, q, jnp.asarray(_C, q.dtype))
 
 
-def _take(x: jax.Array, idx: np.ndarray) -> jax.Array:
-    """``x[idx]`` for static indices: a slice where they are a contiguous run."""
-    idx = np.asarray(idx, int)
+def _run(idx: np.ndarray):
+    """(start, stop) when the static indices are one contiguous ascending run, else None."""
     if idx.size and np.array_equal(idx, np.arange(idx[0], idx[0] + idx.size)):
-        return x[int(idx[0]):int(idx[0]) + idx.size]
-    dims = jax.lax.GatherDimensionNumbers(offset_dims=tuple(range(1, x.ndim)),
-                                          collapsed_slice_dims=(0,), start_index_map=(0,))
-    return jax.lax.gather(x, jnp.asarray(idx[:, None], jnp.int32), dims, (1,) + x.shape[1:],
-                          indices_are_sorted=bool(np.all(np.diff(idx) >= 0)),
-                          mode=jax.lax.GatherScatterMode.PROMISE_IN_BOUNDS)
+        return int(idx[0]), int(idx[0]) + idx.size
+    return None
+
+
+def take(x: jax.Array, idx) -> jax.Array:
+    """
+    ``x[idx]`` along the first axis, for static indices.
+
+    A slice where the indices are a contiguous run; otherwise a product with a constant
+    0/1 matrix. Its gradient is then the transposed product: a gather's gradient is a
+    scatter-add, which XLA's CPU backend runs as a loop over the indices, several small
+    kernels per index, in every backward pass of every simulator step.
+    """
+    idx = np.asarray(idx, int).reshape(-1)
+    run = _run(idx)
+    if run is not None:
+        return x[run[0]:run[1]]
+    onehot = jnp.asarray(np.eye(x.shape[0])[idx], x.dtype)
+    return jnp.tensordot(onehot, x, axes=(1, 0))
+
+
+def put(x: jax.Array, idx, values: jax.Array, add: bool = False) -> jax.Array:
+    """
+    ``x.at[idx].set(values)`` (``.add`` with ``add``) along the first axis, static indices.
+
+    The same forms as :func:`take` (a padded slice or a constant 0/1 product), so neither
+    the step nor its gradient scatters. With ``add=False`` the indices must be distinct.
+    """
+    idx = np.asarray(idx, int).reshape(-1)
+    n = x.shape[0]
+    run = _run(idx)
+    if run is not None:
+        pad = [(run[0], n - run[1])] + [(0, 0)] * (x.ndim - 1)
+        spread = jnp.pad(values.astype(x.dtype), pad)
+    else:
+        spread = jnp.tensordot(jnp.asarray(np.eye(n)[idx].T, x.dtype), values.astype(x.dtype),
+                               axes=(1, 0))
+    if add:
+        return x + spread
+    if len(set(idx.tolist())) != idx.size:
+        raise ValueError(f'put: repeated indices {idx.tolist()} with add=False')
+    keep = np.ones(n)
+    keep[idx] = 0.0
+    return x * jnp.asarray(keep.reshape((n,) + (1,) * (x.ndim - 1)), x.dtype) + spread
 
 
 def _apply(mat: jax.Array, v: jax.Array) -> jax.Array:
@@ -133,16 +170,16 @@ def kinematics(m: mjx.Model, d: mjx.Data) -> mjx.Data:
     joint_pos = jnp.zeros((nbody, 3), dtype)
     shift = jnp.zeros((m.njnt,), dtype)
     if hinge.size:
-        jpos, jaxis = _take(m.jnt_pos, hinge), _take(m.jnt_axis, hinge)
-        half = 0.5 * (_take(qpos, qadr[hinge]) - _take(m.qpos0, qadr[hinge]))
+        jpos, jaxis = take(m.jnt_pos, hinge), take(m.jnt_axis, hinge)
+        half = 0.5 * (take(qpos, qadr[hinge]) - take(m.qpos0, qadr[hinge]))
         turn = jnp.concatenate([jnp.cos(half)[:, None], jaxis * jnp.sin(half)[:, None]], -1)
-        joint_quat = joint_quat.at[jbody[hinge]].set(turn)
+        joint_quat = put(joint_quat, jbody[hinge], turn)
         # A hinge turns the body about the axis through its anchor.
-        joint_pos = joint_pos.at[jbody[hinge]].set(jpos - _apply(_qmat(turn), jpos))
+        joint_pos = put(joint_pos, jbody[hinge], jpos - _apply(_qmat(turn), jpos))
     if slide.size:
-        shift = shift.at[slide].set(_take(qpos, qadr[slide]) - _take(m.qpos0, qadr[slide]))
-        joint_pos = joint_pos.at[jbody[slide]].set(
-            _take(m.jnt_axis, slide) * _take(shift, slide)[:, None])
+        shift = put(shift, slide, take(qpos, qadr[slide]) - take(m.qpos0, qadr[slide]))
+        joint_pos = put(joint_pos, jbody[slide],
+                        take(m.jnt_axis, slide) * take(shift, slide)[:, None])
     pos = m.body_pos + _apply(_qmat(m.body_quat), joint_pos)
     quat = _qmul(m.body_quat, joint_quat)
     # A free joint's body (a child of the world) is placed by qpos itself.
@@ -155,12 +192,12 @@ def kinematics(m: mjx.Model, d: mjx.Data) -> mjx.Data:
     quat = quat.at[0].set(jnp.asarray([1.0, 0.0, 0.0, 0.0], dtype))
     # Each round: the transform from a body's map-k ancestor becomes one from twice as far.
     for jump in _jumps(m):
-        up_pos, up_quat = _take(pos, jump), _take(quat, jump)
+        up_pos, up_quat = take(pos, jump), take(quat, jump)
         pos = up_pos + _apply(_qmat(up_quat), pos)
         quat = _qmul(up_quat, quat)
     xpos, xquat, xmat = pos, quat, _qmat(quat)
     if m.njnt:
-        jmat, jxpos = _take(xmat, jbody), _take(xpos, jbody)
+        jmat, jxpos = take(xmat, jbody), take(xpos, jbody)
         xaxis = _apply(jmat, m.jnt_axis)
         # MuJoCo's anchor of a slide is where the body was before it slid.
         xanchor = jxpos + _apply(jmat, m.jnt_pos) - xaxis * shift[:, None]
@@ -174,12 +211,12 @@ def kinematics(m: mjx.Model, d: mjx.Data) -> mjx.Data:
                   xmat=xmat, xipos=xipos, ximat=ximat)
     if m.ngeom:
         g = np.asarray(m.geom_bodyid)
-        gpos, gmat = _local_to_global(_take(xpos, g), _take(xquat, g), _take(xmat, g),
+        gpos, gmat = _local_to_global(take(xpos, g), take(xquat, g), take(xmat, g),
                                       m.geom_pos, m.geom_quat)
         d = d.replace(geom_xpos=gpos, geom_xmat=gmat)
     if m.nsite:
         s = np.asarray(m.site_bodyid)
-        spos, smat = _local_to_global(_take(xpos, s), _take(xquat, s), _take(xmat, s),
+        spos, smat = _local_to_global(take(xpos, s), take(xquat, s), take(xmat, s),
                                       m.site_pos, m.site_quat)
         d = d.replace(site_xpos=spos, site_xmat=smat)
     return d
@@ -276,7 +313,7 @@ def com_pos(m: mjx.Model, d: mjx.Data) -> mjx.Data:
     total = jnp.asarray(t.subtree, mass.dtype) @ mass
     subtree_com = jnp.where(total[:, None] < 1e-15, d.xipos,
                             weighted / jnp.maximum(total, 1e-15)[:, None])
-    root_com = _take(subtree_com, np.asarray(m.body_rootid))
+    root_com = take(subtree_com, np.asarray(m.body_rootid))
     off = d.xipos - root_com
     inert = jnp.einsum('bij,bj,bkj->bik', d.ximat, m.body_inertia, d.ximat)
     h = _skew(off)
@@ -285,8 +322,8 @@ def com_pos(m: mjx.Model, d: mjx.Data) -> mjx.Data:
     cinert = jnp.concatenate([inert[:, tri[0], tri[1]], off * mass[:, None], mass[:, None]], -1)
     # The dofs' motions: rotation about an axis through the anchor, or a translation.
     dtype = d.xpos.dtype
-    xmat = _take(d.xmat, t.dof_body)                                    # [nv, 3, 3]
-    jaxis = _take(d.xaxis, t.dof_jnt)
+    xmat = take(d.xmat, t.dof_body)                                    # [nv, 3, 3]
+    jaxis = take(d.xaxis, t.dof_jnt)
     onehot = np.eye(4)[np.maximum(t.rot_axis, 0)][:, 1:]                # body axis k
     rot = jnp.where(jnp.asarray((t.rot_axis == 0)[:, None]), jaxis,
                     jnp.einsum('dik,dk->di', xmat, jnp.asarray(onehot, dtype)))
@@ -294,7 +331,7 @@ def com_pos(m: mjx.Model, d: mjx.Data) -> mjx.Data:
     lin_world = jnp.asarray(np.eye(4)[np.maximum(t.lin_axis, 0)][:, 1:], dtype)
     lin = jnp.where(jnp.asarray((t.lin_axis == 0)[:, None]), jaxis, lin_world)
     lin = lin * jnp.asarray((t.lin_axis >= 0)[:, None], dtype)
-    arm = _take(root_com, t.dof_body) - _take(d.xanchor, t.dof_jnt)
+    arm = take(root_com, t.dof_body) - take(d.xanchor, t.dof_jnt)
     cdof = jnp.concatenate([rot, _cross(rot, arm) + lin], -1)
     return d.tree_replace({'subtree_com': subtree_com, 'cdof': cdof, '_impl.cinert': cinert})
 
@@ -325,7 +362,7 @@ def dynamics(m: mjx.Model, d: mjx.Data) -> Tuple[mjx.Data, jax.Array]:
     inertia = _spatial_inertia(d._impl.cinert)                          # [nbody, 6, 6]
     # CRBA: M[d, e] = cdof_d . (subtree inertia of e's body) cdof_e, d at or above e.
     crb = jnp.einsum('bc,cij->bij', jnp.asarray(t.subtree, dtype), inertia)
-    crb_cdof = jnp.einsum('dij,dj->di', _take(crb, t.dof_body), d.cdof)
+    crb_cdof = jnp.einsum('dij,dj->di', take(crb, t.dof_body), d.cdof)
     upper = jnp.einsum('di,ei->de', d.cdof, crb_cdof) * jnp.asarray(t.upper, dtype)
     mass = upper + upper.T - jnp.diag(jnp.diag(upper)) + jnp.diag(m.dof_armature)
     # RNE without acceleration: velocities, bias accelerations, forces, summed up the tree.
@@ -337,5 +374,5 @@ def dynamics(m: mjx.Model, d: mjx.Data) -> Tuple[mjx.Data, jax.Array]:
     frc = (jnp.einsum('bij,bj->bi', inertia, cacc)
            + _force_cross(cvel, jnp.einsum('bij,bj->bi', inertia, cvel)))
     cfrc = jnp.asarray(t.subtree, dtype) @ frc
-    bias = jnp.einsum('di,di->d', d.cdof, _take(cfrc, t.dof_body))
+    bias = jnp.einsum('di,di->d', d.cdof, take(cfrc, t.dof_body))
     return d.replace(cvel=cvel, cdof_dot=cdof_dot, qfrc_bias=bias), mass

@@ -345,7 +345,7 @@ def integrate_qpos(sim: Sim, qpos: jax.Array, qvel: jax.Array, dt) -> jax.Array:
     lin_v = [v for t, _, v in sim.joints if t in (2, 3)]
     out = qpos
     if lin_q:
-        out = out.at[np.array(lin_q)].add(dt * qvel[np.array(lin_v)])
+        out = rigid.put(out, lin_q, dt * rigid.take(qvel, lin_v), add=True)
     for t, q, v in sim.joints:
         if t == 0:  # free: position then body-frame rotation
             out = out.at[q:q + 3].add(dt * qvel[v:v + 3])
@@ -358,8 +358,10 @@ def integrate_qpos(sim: Sim, qpos: jax.Array, qvel: jax.Array, dt) -> jax.Array:
 
 def body_points(d: mjx.Data, bodies, local) -> jax.Array:
     """World positions of points given in their bodies' frames."""
-    b = np.asarray(bodies, int)
-    return d.xpos[b] + jnp.einsum('sij,sj->si', d.xmat[b], local)
+    if isinstance(bodies, jax.Array):
+        return d.xpos[bodies] + jnp.einsum('sij,sj->si', d.xmat[bodies], local)
+    return (rigid.take(d.xpos, bodies)
+            + jnp.einsum('sij,sj->si', rigid.take(d.xmat, bodies), local))
 
 
 def point_jacobians(sim: Sim, d: mjx.Data, bodies, points) -> jax.Array:
@@ -368,9 +370,13 @@ def point_jacobians(sim: Sim, d: mjx.Data, bodies, points) -> jax.Array:
 
     ``bodies`` [P]: body ids, static (a sequence) or traced (an integer array).
     """
-    b = jnp.asarray(bodies)
-    mask = jnp.asarray(np.asarray(sim.body_dof_mask, bool), sim.dtype)[b]
-    root_com = d.subtree_com[jnp.asarray(np.asarray(sim.body_root, np.int32))[b]]
+    if isinstance(bodies, jax.Array):
+        mask = jnp.asarray(np.asarray(sim.body_dof_mask, bool), sim.dtype)[bodies]
+        root_com = d.subtree_com[jnp.asarray(np.asarray(sim.body_root, np.int32))[bodies]]
+    else:
+        b = np.asarray(bodies, int)
+        mask = jnp.asarray(np.asarray(sim.body_dof_mask, bool)[b], sim.dtype)
+        root_com = rigid.take(d.subtree_com, np.asarray(sim.body_root, int)[b])
     offset = points - root_com
     ang, lin = d.cdof[:, :3], d.cdof[:, 3:]
     jac = lin[None] + jnp.cross(ang[None], offset[:, None, :])
@@ -398,8 +404,8 @@ def _empty_data(sim: Sim) -> mjx.Data:
 
 def pd_torque(sim: Sim, qpos, qvel, target):
     """Clipped PD torques [A] of the actuated joints, and d tau / d qdot [A]."""
-    q = qpos[np.asarray(sim.act_qpos, int)]
-    qd = qvel[np.asarray(sim.act_dof, int)]
+    q = rigid.take(qpos, sim.act_qpos)
+    qd = rigid.take(qvel, sim.act_dof)
     tau = sim.kp * (target - q) - sim.kd * qd
     inside = jnp.abs(tau) < sim.torque_limit
     return jnp.clip(tau, -sim.torque_limit, sim.torque_limit), -sim.kd * inside
@@ -412,7 +418,7 @@ def limit_force(sim: Sim, qpos):
     Also returns their stiffness d force / d q [L] (<= 0), which :func:`substep`
     treats implicitly.
     """
-    q = qpos[np.asarray(sim.limit_qpos, int)]
+    q = rigid.take(qpos, sim.limit_qpos)
     beta = sim.config.limit_sharpness
     below = jax.nn.softplus(beta * (sim.limit_lower - q)) / beta
     above = jax.nn.softplus(beta * (q - sim.limit_upper)) / beta
@@ -511,16 +517,16 @@ def substep(sim: Sim, state: SimState, target: jax.Array,
         f_n = jnp.concatenate([f_n, f_body])
     passive, dpassive = passive_force(sim, qvel)
     tau, dtau = pd_torque(sim, qpos, qvel, target)
-    qfrc = (qfrc + passive).at[act].add(tau)
+    qfrc = rigid.put(qfrc + passive, act, tau, add=True)
     if qfrc_applied is not None:
         qfrc = qfrc + qfrc_applied
-    slope = dpassive.at[act].add(dtau)
+    slope = rigid.put(dpassive, act, dtau, add=True)
     stiff = jnp.zeros_like(qvel)
     if sim.limit_dof:
         lim = np.asarray(sim.limit_dof, int)
         f_lim, k_lim = limit_force(sim, qpos)
-        qfrc = qfrc.at[lim].add(f_lim)
-        stiff = stiff.at[lim].add(k_lim)
+        qfrc = rigid.put(qfrc, lim, f_lim, add=True)
+        stiff = rigid.put(stiff, lim, k_lim, add=True)
     # The limit springs are implicit in position too: f(q + dt qdot') ~ f + K dt (qdot + dt
     # qacc). Explicit, they are unstable (dt sqrt(K beta / 4 I) up to 8 at the G1's wrists
     # and ankles), in the forward step and, worse, in its gradient.

@@ -101,8 +101,8 @@ class TrainerNode(Node):
     def _train(self):
         """Build the trainer, compile its step, train, finish; runs in the training thread."""
         try:
-            from bcg_ros.jax_cache import enable_compilation_cache
-            enable_compilation_cache()
+            from bcg_ros.jax_cache import cpu_cores, enable_compilation_cache
+            enable_compilation_cache(host_devices=cpu_cores())
             cfg = self.train_config
             cfg = train.apply_overrides(cfg, {'run.progress_bar': False})
             self.trainer = train.Trainer(cfg, self.config.output_dir, self.config.resume,

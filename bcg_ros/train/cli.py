@@ -108,8 +108,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if args.print_config:
         print(json.dumps(config_to_dict(cfg), indent=2))
         return 0
-    from bcg_ros.jax_cache import enable_compilation_cache
-    enable_compilation_cache()
+    from bcg_ros.jax_cache import cpu_cores, enable_compilation_cache
+    enable_compilation_cache(host_devices=cpu_cores())
     if args.export_only and not (pathlib.Path(args.out) / CHECKPOINT).is_file():
         return _error(f'{pathlib.Path(args.out) / CHECKPOINT}: no checkpoint to export')
     try:

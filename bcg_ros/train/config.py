@@ -55,7 +55,9 @@ class RunConfig:
     checkpoint stays as checkpoint_<iteration>.npz, for studies along the run
     (``bcg-bench variance`` during training)."""
     devices: int = 0
-    """Local JAX devices to shard the envs over; 0: all of them."""
+    """Local JAX devices to shard the envs over; 0: all of them (as many as divide the envs).
+    On a CPU the training commands make one device per core
+    (:func:`bcg_ros.jax_cache.cpu_cores`)."""
     export: bool = True
     """Write policy.onnx at the end."""
     evaluate: bool = True

@@ -17,7 +17,7 @@ import pathlib
 import signal
 import threading
 import time
-from typing import Any, Callable, Dict, List, Optional, Tuple, Union
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -94,6 +94,23 @@ def _signals_held():
         yield
     finally:
         signal.pthread_sigmask(signal.SIG_SETMASK, old)
+
+
+def split_devices(devices: Sequence, num_envs: int, requested: int = 0,
+                  env_name: str = 'env') -> list:
+    """
+    The first devices of ``devices`` that ``num_envs`` envs are split over (``run.devices``).
+
+    ``requested`` 0: as many as there are, or the most that divide the envs evenly (15
+    envs on 2 devices run on one); otherwise exactly that many, or a ConfigError.
+    """
+    n = requested or max(k for k in range(1, len(devices) + 1) if num_envs % k == 0)
+    if n > len(devices):
+        raise ConfigError(f'run.devices: {n} requested, JAX has {len(devices)} '
+                          f'({devices[0].platform})')
+    if num_envs % n:
+        raise ConfigError(f'{env_name}.num_envs: {num_envs} envs do not split over {n} devices')
+    return list(devices[:n])
 
 
 class Trainer:
@@ -177,15 +194,8 @@ class Trainer:
         """Return the local devices the envs are sharded over."""
         import jax
 
-        devices = jax.local_devices()
-        n = self.cfg.run.devices or len(devices)
-        if n > len(devices):
-            raise ConfigError(f'run.devices: {n} requested, JAX has {len(devices)} '
-                              f'({devices[0].platform})')
-        if self.env.num_envs % n:
-            raise ConfigError(f'{self.cfg.run.env}.num_envs: {self.env.num_envs} envs do not '
-                              f'split over {n} devices')
-        return devices[:n]
+        return split_devices(jax.local_devices(), self.env.num_envs, self.cfg.run.devices,
+                             self.cfg.run.env)
 
     def _shardings(self, state):
         """Shard the environments' state over the devices' 'envs' axis; replicate the rest."""
