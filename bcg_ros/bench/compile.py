@@ -35,14 +35,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def measure(preset: str, motion: Optional[str], overrides: Sequence[str], out_dir: str) -> float:
     """Build the Trainer of this configuration in ``out_dir``; return its step's compile [s]."""
     from bcg_ros import train
-    from bcg_ros.jax_cache import enable_compilation_cache
+    from bcg_ros.jax_cache import cpu_cores, enable_compilation_cache
 
     items = dict(train.parse_set(overrides), **{'run.progress_bar': False,
                                                 'run.tensorboard': False})
     cfg = train.make_config(preset, None, items)
     if motion and cfg.run.env == 'g1':
         cfg = train.apply_overrides(cfg, {'g1.motion': motion})
-    enable_compilation_cache()
+    enable_compilation_cache(host_devices=cpu_cores())     # as bcg-train
     trainer = train.Trainer(cfg, out_dir, resume=False)
     return trainer.compile()
 
