@@ -49,11 +49,12 @@ def _layouts(envs: int):
     """(label, devices) to time on: one core, and all cores that divide the envs."""
     import jax
 
-    devices = jax.local_devices()
-    n = max(k for k in range(1, len(devices) + 1) if envs % k == 0)
+    from bcg_ros.train.trainer import split_devices
+
+    devices = split_devices(jax.local_devices(), envs)
     layouts = [('1 core', devices[:1])]
-    if n > 1:
-        layouts.append((f'{n} cores', devices[:n]))
+    if len(devices) > 1:
+        layouts.append((f'{len(devices)} cores', devices))
     return layouts
 
 

@@ -105,14 +105,20 @@ def _run(idx: np.ndarray):
 
 def take(x: jax.Array, idx) -> jax.Array:
     """
-    ``x[idx]`` along the first axis, for static indices.
+    ``x[idx]`` along the first axis.
 
-    A slice where the indices are a contiguous run; otherwise a product with a constant
-    0/1 matrix. Its gradient is then the transposed product: a gather's gradient is a
-    scatter-add, which XLA's CPU backend runs as a loop over the indices, several small
-    kernels per index, in every backward pass of every simulator step.
+    Static indices (a sequence or a NumPy array) give a slice where they are a contiguous
+    run, otherwise a product with a constant 0/1 matrix, whose gradient is the transposed
+    product: a gather's gradient is a scatter-add, which XLA's CPU backend runs as a loop
+    over the indices, several small kernels per index, in every backward pass of every
+    simulator step. Traced indices (a JAX array) gather; a NumPy ``x`` with static indices
+    stays a NumPy array (a constant).
     """
+    if isinstance(idx, jax.Array):
+        return jnp.asarray(x)[idx]
     idx = np.asarray(idx, int).reshape(-1)
+    if isinstance(x, np.ndarray):
+        return x[idx]
     run = _run(idx)
     if run is not None:
         return x[run[0]:run[1]]
@@ -140,9 +146,9 @@ def put(x: jax.Array, idx, values: jax.Array, add: bool = False) -> jax.Array:
         return x + spread
     if len(set(idx.tolist())) != idx.size:
         raise ValueError(f'put: repeated indices {idx.tolist()} with add=False')
-    keep = np.ones(n)
-    keep[idx] = 0.0
-    return x * jnp.asarray(keep.reshape((n,) + (1,) * (x.ndim - 1)), x.dtype) + spread
+    hit = np.zeros(n, bool)
+    hit[idx] = True
+    return jnp.where(jnp.asarray(hit.reshape((n,) + (1,) * (x.ndim - 1))), spread, x)
 
 
 def _apply(mat: jax.Array, v: jax.Array) -> jax.Array:

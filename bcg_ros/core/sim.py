@@ -358,8 +358,6 @@ def integrate_qpos(sim: Sim, qpos: jax.Array, qvel: jax.Array, dt) -> jax.Array:
 
 def body_points(d: mjx.Data, bodies, local) -> jax.Array:
     """World positions of points given in their bodies' frames."""
-    if isinstance(bodies, jax.Array):
-        return d.xpos[bodies] + jnp.einsum('sij,sj->si', d.xmat[bodies], local)
     return (rigid.take(d.xpos, bodies)
             + jnp.einsum('sij,sj->si', rigid.take(d.xmat, bodies), local))
 
@@ -370,13 +368,8 @@ def point_jacobians(sim: Sim, d: mjx.Data, bodies, points) -> jax.Array:
 
     ``bodies`` [P]: body ids, static (a sequence) or traced (an integer array).
     """
-    if isinstance(bodies, jax.Array):
-        mask = jnp.asarray(np.asarray(sim.body_dof_mask, bool), sim.dtype)[bodies]
-        root_com = d.subtree_com[jnp.asarray(np.asarray(sim.body_root, np.int32))[bodies]]
-    else:
-        b = np.asarray(bodies, int)
-        mask = jnp.asarray(np.asarray(sim.body_dof_mask, bool)[b], sim.dtype)
-        root_com = rigid.take(d.subtree_com, np.asarray(sim.body_root, int)[b])
+    mask = jnp.asarray(rigid.take(np.asarray(sim.body_dof_mask, bool), bodies), sim.dtype)
+    root_com = rigid.take(d.subtree_com, rigid.take(np.asarray(sim.body_root, int), bodies))
     offset = points - root_com
     ang, lin = d.cdof[:, :3], d.cdof[:, 3:]
     jac = lin[None] + jnp.cross(ang[None], offset[:, None, :])
